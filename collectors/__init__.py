@@ -1,0 +1,1 @@
+"""Collectors: watch a Kafka cluster and publish state-carrying events (kmon.events)."""

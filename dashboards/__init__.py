@@ -1,0 +1,1 @@
+"""Grafana dashboards as JSON, and their provisioning through the Grafana HTTP API."""

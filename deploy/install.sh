@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Installs everything kmon needs on a fresh Debian machine, idempotently:
+#   - Debian packages: Java 17, Maven, Prometheus (+ promtool), Alertmanager
+#   - the Python venv (.venv) with the versions pinned in constraints.txt
+#   - the Kafka broker + ZooKeeper jars and Spark's Kafka source jars, from Maven Central,
+#     into the cache ($KMON_CACHE, default ~/.cache/kmon), never into git.
+# A second run only checks stamps and returns in about a second.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cache=${KMON_CACHE:-$HOME/.cache/kmon}
+venv=${KMON_VENV:-$repo/.venv}
+mkdir -p "$cache"
+
+say() { printf '[install] %s\n' "$*" >&2; }
+
+# ---- Debian packages
+need_pkgs=()
+command -v java >/dev/null || need_pkgs+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || need_pkgs+=(maven)
+command -v prometheus >/dev/null || need_pkgs+=(prometheus)
+command -v promtool >/dev/null || need_pkgs+=(prometheus)
+command -v prometheus-alertmanager >/dev/null || need_pkgs+=(prometheus-alertmanager)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  say "installing Debian packages: ${need_pkgs[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${need_pkgs[@]}"
+  # the Debian packages start system services where systemd runs; kmon runs its own
+  for svc in prometheus prometheus-alertmanager prometheus-node-exporter; do
+    $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true
+  done
+fi
+
+# ---- Python venv
+stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
+want=$(stamp_of "$repo/pyproject.toml" "$repo/constraints.txt")
+if [ "$(cat "$venv/.kmon-stamp" 2>/dev/null)" != "$want" ]; then
+  say "creating/updating Python venv in $venv"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -c "$repo/constraints.txt" -e "$repo[test]"
+  echo "$want" > "$venv/.kmon-stamp"
+fi
+
+# ---- jars from Maven Central
+fetch_jars() {  # pom-dir target-dir
+  local pom=$1/pom.xml target=$2 want
+  want=$(stamp_of "$pom")
+  if [ "$(cat "$target/.kmon-stamp" 2>/dev/null)" != "$want" ]; then
+    say "resolving $(basename "$1") jars from Maven Central into $target"
+    rm -rf "$target.tmp" && mkdir -p "$target.tmp"
+    mvn -q -B -U -s "$repo/deploy/maven/settings.xml" -f "$pom" dependency:copy-dependencies -DincludeScope=runtime \
+      -DoutputDirectory="$target.tmp" >&2
+    echo "$want" > "$target.tmp/.kmon-stamp"
+    rm -rf "$target" && mv "$target.tmp" "$target"
+  fi
+}
+fetch_jars "$repo/deploy/maven/kafka" "$cache/jars/kafka"
+fetch_jars "$repo/deploy/maven/spark-kafka" "$cache/jars/spark-kafka"
+say "ready: venv $venv, jars in $cache/jars"
