@@ -1,0 +1,161 @@
+"""The ``kmon`` command: one entry point, one sub-command per process kind."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Callable
+
+from kmon import config
+from kmon.stack.local import LocalStack, StackError, StackRequest, StackState
+from kmon.stack.toolchain import MissingTool, find_toolchain
+
+log = logging.getLogger("kmon")
+
+DEFAULT_STACK_DIR = ".kmon/stack"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kazoo.client").setLevel(logging.WARNING)
+    try:
+        return args.handler(args)
+    except (StackError, MissingTool, TimeoutError) as e:
+        log.error("%s", e)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kmon", description=(
+        "Live, alertable state of Apache Kafka's control plane. "
+        "Collectors -> events topic -> Spark views -> Prometheus."))
+    config.flag(p, "--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                help="log verbosity")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="the embedded default: a local real cluster and the monitor on it",
+                         description="Start a local ZooKeeper, Kafka brokers, Prometheus and Alertmanager, "
+                                     "print their addresses, and run until SIGTERM/Ctrl-C, then stop them all.")
+    _stack_flags(run)
+    run.set_defaults(handler=cmd_run)
+
+    stack = sub.add_parser("stack", help="start/stop/inspect the local stack",
+                           description="A real local Kafka cluster (ZooKeeper mode) with Prometheus "
+                                       "and Alertmanager, as background processes.")
+    ssub = stack.add_subparsers(dest="stack_command", required=True, metavar="ACTION")
+    up = ssub.add_parser("up", help="start the stack in the background and wait until it is ready")
+    _stack_flags(up)
+    up.set_defaults(handler=cmd_stack_up)
+    down = ssub.add_parser("down", help="stop what `stack up` started, and nothing else")
+    _dir_flag(down)
+    config.switch(down, "--purge", help="also delete the stack's data and logs")
+    down.set_defaults(handler=cmd_stack_down)
+    status = ssub.add_parser("status", help="each process, and the brokers registered in ZooKeeper")
+    _dir_flag(status)
+    status.set_defaults(handler=cmd_stack_status)
+    return p
+
+
+def _dir_flag(p: argparse.ArgumentParser) -> None:
+    config.flag(p, "--dir", default=DEFAULT_STACK_DIR, type=Path,
+                help="directory for the stack's state, data and logs")
+
+
+def _stack_flags(p: argparse.ArgumentParser) -> None:
+    _dir_flag(p)
+    config.flag(p, "--brokers", default=3, type=config.positive_int, help="number of Kafka brokers")
+    config.flag(p, "--chroot", default="", type=config.chroot,
+                help="ZooKeeper chroot for the Kafka tree, e.g. /kafka")
+    config.flag(p, "--zookeeper-port", default=0, type=config.port, help="ZooKeeper port (0 = a free port)")
+    config.flag(p, "--broker-port", default=0, type=config.port,
+                help="port of broker 1; broker N gets this + N - 1 (0 = free ports)")
+    config.switch(p, "--fast", help="detect failures in seconds (short ZooKeeper session, replica lag)")
+    config.switch(p, "--no-prometheus", help="do not start Prometheus and Alertmanager")
+
+
+def _request(args: argparse.Namespace) -> StackRequest:
+    return StackRequest(brokers=args.brokers, chroot=args.chroot, fast=args.fast,
+                        prometheus=not args.no_prometheus, zk_port=args.zookeeper_port,
+                        first_broker_port=args.broker_port)
+
+
+def describe(state: StackState) -> str:
+    lines = [f"stack in {state.dir}",
+             f"  zookeeper          {state.zk_connect}",
+             f"  bootstrap servers  {state.bootstrap_servers}"]
+    for name, url in (("prometheus", state.url("prometheus")), ("alertmanager", state.url("alertmanager"))):
+        if url:
+            lines.append(f"  {name:<18} {url}")
+    lines.append(f"  kmon exporter      http://127.0.0.1:{state.stream_port}/metrics (scraped by Prometheus)")
+    lines.append(f"  kmon collectors    http://127.0.0.1:{state.collector_port}/metrics")
+    return "\n".join(lines)
+
+
+def cmd_stack_up(args: argparse.Namespace) -> int:
+    stack = LocalStack(args.dir, find_toolchain())
+    state = stack.up(_request(args))
+    print(describe(state))
+    return 0
+
+
+def cmd_stack_down(args: argparse.Namespace) -> int:
+    stack = LocalStack(args.dir, find_toolchain())
+    if stack.state is None:
+        print(f"no stack in {args.dir}")
+        return 0
+    stopped = stack.down(purge=args.purge)
+    print(f"stopped: {', '.join(stopped) or 'nothing was running'}" + (f"; removed {args.dir}" if args.purge else ""))
+    return 0
+
+
+def cmd_stack_status(args: argparse.Namespace) -> int:
+    stack = LocalStack(args.dir, find_toolchain())
+    state = stack.state
+    if state is None:
+        print(f"no stack in {args.dir}")
+        return 1
+    print(describe(state))
+    for c in state.components.values():
+        print(f"  {c.name:<13} pid {c.pid:<8} {'running' if c.alive() else 'STOPPED':<8} port {c.port:<6} log {c.log}")
+    zk = state.components.get("zookeeper")
+    if zk and zk.alive():
+        print(f"  registered brokers: {stack.registered_brokers()}  controller: {stack.controller_id()}")
+    all_up = all(c.alive() for c in state.components.values())
+    return 0 if all_up else 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    stack = LocalStack(args.dir, find_toolchain())
+    state = stack.up(_request(args))
+    print(describe(state), flush=True)
+    try:
+        wait_for_shutdown_signal(lambda: log.info("running; SIGTERM or Ctrl-C stops everything"))
+    finally:
+        stack.down()
+    return 0
+
+
+def wait_for_shutdown_signal(on_ready: Callable[[], None]) -> None:
+    """Block until SIGTERM or SIGINT; the caller's ``finally`` does the cleanup."""
+    stopped = threading.Event()
+
+    def handler(signum: int, _frame: object) -> None:
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        stopped.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
+    on_ready()
+    stopped.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

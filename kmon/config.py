@@ -1,0 +1,84 @@
+"""Command-line flags that also read KMON_* environment variables.
+
+Every flag of every kmon command is declared through :func:`flag`, so `--help` always
+names the variable, and a bad value in either place gets the same clear error.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any, Callable
+
+
+def env_name(flag_name: str) -> str:
+    return "KMON_" + flag_name.lstrip("-").replace("-", "_").upper()
+
+
+def flag(parser: argparse.ArgumentParser, name: str, *, default: Any = None,
+         type: Callable[[str], Any] = str, help: str, **kw: Any) -> None:
+    """Add ``--name`` whose default comes from ``KMON_NAME`` when set.
+
+    The variable is left as a string default, which argparse converts with ``type`` only
+    when this (sub)command is the one being parsed; a bad value names the variable.
+    """
+    env = env_name(name)
+    raw = os.environ.get(env)
+    shown = "" if default is None else f", default: {default}"
+    if raw:
+        default = raw
+        type = _naming_env(type, env, raw)
+    parser.add_argument(name, default=default, type=type, help=f"{help} (env: {env}{shown})", **kw)
+
+
+def _naming_env(convert: Callable[[str], Any], env: str, raw: str) -> Callable[[str], Any]:
+    def converted(text: str) -> Any:
+        try:
+            return convert(text)
+        except (ValueError, argparse.ArgumentTypeError) as e:
+            if text != raw:
+                raise
+            raise argparse.ArgumentTypeError(f"{e} (from environment variable {env})") from None
+    converted.__name__ = getattr(convert, "__name__", "value")
+    return converted
+
+
+def switch(parser: argparse.ArgumentParser, name: str, *, help: str) -> None:
+    """A boolean ``--name``; ``KMON_NAME=1/true/yes`` turns it on too."""
+    env = env_name(name)
+    on = os.environ.get(env, "").lower() in ("1", "true", "yes", "on")
+    parser.add_argument(name, action="store_true", default=on, help=f"{help} (env: {env}=1)")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def port(text: str) -> int:
+    value = positive_int(text) if text != "0" else 0
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
+    return value
+
+
+def chroot(text: str) -> str:
+    if text in ("", "/"):
+        return ""
+    if not text.startswith("/") or text.endswith("/") or "//" in text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a ZooKeeper chroot: it must look like /kafka (leading slash, no trailing slash)")
+    return text
+
+
+def host_port_list(text: str) -> str:
+    """host:port[,host:port...] — checked here so a typo fails before anything starts."""
+    for item in text.split(","):
+        host, sep, p = item.strip().rpartition(":")
+        if not sep or not host or not p.isdigit() or not 0 < int(p) < 65536:
+            raise argparse.ArgumentTypeError(f"{item!r} in {text!r} is not host:port")
+    return text

@@ -1,0 +1,294 @@
+"""A real Kafka cluster (ZooKeeper mode) plus Prometheus and Alertmanager, as local processes.
+
+Everything a stack started is recorded in ``<dir>/stack.json``; ``down`` stops exactly
+those processes (checked against their command lines, so a recycled pid is never hit).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import signal
+import socket
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from kmon.stack import configs
+from kmon.stack.process import free_port, pid_alive, spawn, stop, wait_until
+from kmon.stack.toolchain import Toolchain
+
+log = logging.getLogger("kmon.stack")
+
+STATE_FILE = "stack.json"
+JVM_OPTS = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=50", "-Djava.awt.headless=true",
+            "-XX:+ExitOnOutOfMemoryError"]
+
+
+class StackError(RuntimeError):
+    pass
+
+
+@dataclass
+class Component:
+    name: str
+    port: int
+    argv: list[str]
+    log: str
+    marker: str          # unique string in the process's command line (its config file)
+    pid: int = 0
+
+    def alive(self) -> bool:
+        return self.pid > 0 and pid_alive(self.pid)
+
+
+@dataclass
+class StackState:
+    dir: str
+    chroot: str
+    brokers: int
+    fast: bool
+    stream_port: int
+    collector_port: int
+    components: dict[str, Component] = field(default_factory=dict)
+
+    @property
+    def zk_address(self) -> str:
+        return f"127.0.0.1:{self.components['zookeeper'].port}"
+
+    @property
+    def zk_connect(self) -> str:
+        return self.zk_address + self.chroot
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{c.port}" for n, c in self.components.items()
+                        if n.startswith("broker-"))
+
+    def url(self, name: str) -> str | None:
+        c = self.components.get(name)
+        return f"http://127.0.0.1:{c.port}" if c else None
+
+    def save(self) -> None:
+        path = Path(self.dir) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, directory: Path) -> "StackState | None":
+        path = directory / STATE_FILE
+        if not path.exists():
+            return None
+        raw = json.loads(path.read_text())
+        raw["components"] = {k: Component(**v) for k, v in raw["components"].items()}
+        return cls(**raw)
+
+
+@dataclass(frozen=True)
+class StackRequest:
+    brokers: int = 3
+    chroot: str = ""
+    fast: bool = False
+    prometheus: bool = True
+    zk_port: int = 0          # 0 = a free port
+    first_broker_port: int = 0
+
+
+class LocalStack:
+    def __init__(self, directory: Path, toolchain: Toolchain):
+        self.dir = directory.resolve()
+        self.tools = toolchain
+        self.state = StackState.load(self.dir)
+
+    # ------------------------------------------------------------------ lifecycle
+    def up(self, req: StackRequest) -> StackState:
+        if self.state and any(c.alive() for c in self.state.components.values()):
+            running = ", ".join(f"{c.name} (pid {c.pid})" for c in self.state.components.values() if c.alive())
+            raise StackError(f"a stack is already running in {self.dir}: {running}; "
+                             f"see `kmon stack status --dir {self.dir}` or stop it with `kmon stack down`")
+        if self.state and (self.state.chroot != req.chroot or self.state.brokers != req.brokers):
+            raise StackError(f"{self.dir} holds a stack with {self.state.brokers} brokers and chroot "
+                             f"{self.state.chroot or '/'}; use another --dir or `kmon stack down --purge` first")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "log4j.properties").write_text(configs.LOG4J)
+        profile = configs.Profile.fast() if req.fast else configs.Profile()
+        self.state = StackState(dir=str(self.dir), chroot=req.chroot, brokers=req.brokers, fast=req.fast,
+                                stream_port=free_port(), collector_port=free_port())
+        started = time.monotonic()
+        try:
+            self._start_zookeeper(req.zk_port or free_port(), profile)
+            for i in range(req.brokers):
+                port = req.first_broker_port + i if req.first_broker_port else free_port()
+                self._write_broker(i + 1, port, profile)
+            for i in range(req.brokers):  # all at once: the JVMs start in parallel
+                self._spawn(self.state.components[f"broker-{i + 1}"])
+            for i in range(req.brokers):
+                self._wait_broker(i + 1)
+            wait_until(lambda: self.controller_id() >= 0, 60, "controller election")
+            if req.prometheus:
+                self._start_alertmanager()
+                self._start_prometheus()
+        except BaseException:
+            log.error("stack start failed; stopping what was started (logs in %s)", self.dir)
+            self.down(timeout=5)
+            raise
+        log.info("stack up in %.1fs", time.monotonic() - started)
+        return self.state
+
+    def down(self, timeout: float = 20.0, purge: bool = False) -> list[str]:
+        """Stop what ``up`` started, Prometheus first and ZooKeeper last."""
+        stopped: list[str] = []
+        if self.state:
+            comps = list(self.state.components.values())
+            order = ([c for c in comps if not c.name.startswith(("broker-", "zookeeper"))]
+                     + [c for c in comps if c.name.startswith("broker-")]
+                     + [c for c in comps if c.name == "zookeeper"])
+            for c in order:
+                if c.alive():
+                    log.info("stopping %s (pid %d)", c.name, c.pid)
+                    if stop(c.pid, c.marker, timeout=timeout):
+                        stopped.append(c.name)
+        if purge and self.dir.exists():
+            shutil.rmtree(self.dir)
+            self.state = None
+        return stopped
+
+    # ------------------------------------------------------------------ brokers
+    def kill_broker(self, broker_id: int, sig: int = signal.SIGKILL) -> None:
+        c = self._broker(broker_id)
+        log.info("sending %s to broker %d (pid %d)", signal.Signals(sig).name, broker_id, c.pid)
+        stop(c.pid, c.marker, timeout=30, sig=sig)
+
+    def start_broker(self, broker_id: int, timeout: float = 90) -> None:
+        c = self._broker(broker_id)
+        if c.alive():
+            raise StackError(f"broker {broker_id} is already running (pid {c.pid})")
+        self._spawn(c)
+        self._wait_broker(broker_id, timeout)
+
+    def broker_ids(self) -> list[int]:
+        assert self.state
+        return [int(n.split("-")[1]) for n in self.state.components if n.startswith("broker-")]
+
+    # ------------------------------------------------------------------ ZooKeeper views
+    def zk(self) -> KazooClient:
+        """A started client on the stack's chroot; the caller stops it."""
+        assert self.state
+        client = KazooClient(hosts=self.state.zk_connect, timeout=10)
+        client.start(timeout=15)
+        return client
+
+    def registered_brokers(self) -> list[int]:
+        client = self.zk()
+        try:
+            return sorted(int(x) for x in client.get_children("/brokers/ids"))
+        except NoNodeError:
+            return []
+        finally:
+            client.stop(); client.close()
+
+    def controller_id(self) -> int:
+        client = self.zk()
+        try:
+            data, _ = client.get("/controller")
+            return int(json.loads(data)["brokerid"])
+        except NoNodeError:
+            return -1
+        finally:
+            client.stop(); client.close()
+
+    def controller_epoch(self) -> int:
+        client = self.zk()
+        try:
+            return int(client.get("/controller_epoch")[0])
+        finally:
+            client.stop(); client.close()
+
+    # ------------------------------------------------------------------ internals
+    def _broker(self, broker_id: int) -> Component:
+        assert self.state
+        try:
+            return self.state.components[f"broker-{broker_id}"]
+        except KeyError:
+            raise StackError(f"no broker {broker_id} in this stack (brokers: {self.broker_ids()})") from None
+
+    def _java(self, main: str, config: Path, heap: str, name: str) -> list[str]:
+        return [self.tools.java, f"-Xmx{heap}", f"-Xms{heap}", *JVM_OPTS,
+                f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}",
+                f"-Dkafka.logs.dir={self.dir / 'logs' / name}",
+                "-cp", self.tools.kafka_classpath, main, str(config)]
+
+    def _add(self, name: str, port: int, argv: list[str], marker: str) -> Component:
+        assert self.state
+        c = Component(name=name, port=port, argv=argv, log=str(self.dir / "logs" / f"{name}.log"), marker=marker)
+        self.state.components[name] = c
+        return c
+
+    def _spawn(self, c: Component) -> None:
+        assert self.state
+        c.pid = spawn(c.argv, Path(c.log), cwd=self.dir).pid
+        self.state.save()
+        log.info("started %s (pid %d) on 127.0.0.1:%d, log %s", c.name, c.pid, c.port, c.log)
+
+    def _start_zookeeper(self, port: int, profile: configs.Profile) -> None:
+        cfg = self.dir / "zookeeper.properties"
+        cfg.write_text(configs.zookeeper_properties(self.dir / "zookeeper-data", port, profile))
+        c = self._add("zookeeper", port, self._java("org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                                                     cfg, "256m", "zookeeper"), str(cfg))
+        self._spawn(c)
+        wait_until(lambda: four_letter(port, "ruok") == "imok", 60, "zookeeper", alive=c.alive)
+
+    def _write_broker(self, broker_id: int, port: int, profile: configs.Profile) -> None:
+        assert self.state
+        cfg = self.dir / f"broker-{broker_id}.properties"
+        cfg.write_text(configs.broker_properties(broker_id, port, self.dir / f"broker-{broker_id}-data",
+                                                 self.state.zk_connect, self.state.brokers, profile))
+        self._add(f"broker-{broker_id}", port,
+                  self._java("kafka.Kafka", cfg, profile.broker_heap, f"broker-{broker_id}"), str(cfg))
+
+    def _wait_broker(self, broker_id: int, timeout: float = 90) -> None:
+        c = self._broker(broker_id)
+        wait_until(lambda: broker_id in self.registered_brokers(), timeout,
+                   f"broker {broker_id} (log: {c.log})", interval=0.5, alive=c.alive)
+        log.info("broker %d registered", broker_id)
+
+    def _start_prometheus(self) -> None:
+        assert self.state
+        port = free_port()
+        cfg = self.dir / "prometheus.yml"
+        cfg.write_text(configs.prometheus_config(
+            [f"127.0.0.1:{self.state.stream_port}"], [f"127.0.0.1:{self.state.collector_port}"],
+            f"127.0.0.1:{self.state.components['alertmanager'].port}"))
+        c = self._add("prometheus", port, [
+            self.tools.prometheus, f"--config.file={cfg}", f"--storage.tsdb.path={self.dir / 'prometheus-data'}",
+            f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle", "--log.level=info"], str(cfg))
+        self._spawn(c)
+        wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"), 60, "prometheus", alive=c.alive)
+
+    def _start_alertmanager(self) -> None:
+        port = free_port()
+        data = self.dir / "alertmanager-data"
+        c = self._add("alertmanager", port, [
+            self.tools.alertmanager, f"--config.file={configs.ALERTMANAGER_CONFIG}", f"--storage.path={data}",
+            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="], str(data))
+        self._spawn(c)
+        wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"), 60, "alertmanager", alive=c.alive)
+
+
+def four_letter(port: int, word: str) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+        s.sendall(word.encode())
+        chunks = []
+        while chunk := s.recv(4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=2) as r:
+        return r.status == 200

@@ -1,0 +1,105 @@
+"""Starting, watching and stopping one local server process."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str, interval: float = 0.2,
+               alive: Callable[[], bool] | None = None) -> None:
+    """Poll ``check`` until true; fail naming ``what`` on timeout or when ``alive`` says the process died."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if check():
+                return
+        except Exception:  # not ready yet: a refused connection, a missing znode...
+            pass
+        if alive is not None and not alive():
+            raise RuntimeError(f"{what}: the process exited before it was ready")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not ready after {timeout:.0f}s")
+        time.sleep(interval)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child still "exists": reap it if it is ours
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return _state(pid) not in ("Z", "X", None)
+
+
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@dataclass(frozen=True)
+class Spawned:
+    pid: int
+    log: Path
+
+
+def spawn(argv: list[str], log: Path, cwd: Path, env: dict[str, str] | None = None) -> Spawned:
+    """Start detached (own session) so Ctrl-C in a shell does not reach it; output to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        p = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, start_new_session=True,
+                             env={**os.environ, **(env or {})})
+    return Spawned(p.pid, log)
+
+
+def stop(pid: int, marker: str, timeout: float = 20.0, sig: int = signal.SIGTERM) -> bool:
+    """Stop ``pid`` if it is still the process we started (its cmdline contains ``marker``).
+
+    SIGTERM first (brokers shut down cleanly), SIGKILL after ``timeout``. Returns whether
+    a process was stopped.
+    """
+    if not pid_alive(pid) or marker not in cmdline(pid):
+        return False
+    os.kill(pid, sig)
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+        time.sleep(0.1)
+    return True

@@ -1,0 +1,48 @@
+"""Fixtures: real local stacks (ZooKeeper + Kafka brokers), always torn down."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from kmon.stack.local import LocalStack, StackRequest
+from kmon.stack.toolchain import Toolchain, find_toolchain
+
+log = logging.getLogger("kmon.tests")
+
+
+@pytest.fixture(scope="session")
+def toolchain() -> Toolchain:
+    return find_toolchain()
+
+
+def start_stack(directory: Path, toolchain: Toolchain, **request: object) -> LocalStack:
+    stack = LocalStack(directory, toolchain)
+    try:
+        stack.up(StackRequest(fast=True, prometheus=False, **request))  # type: ignore[arg-type]
+    except BaseException:
+        stack.down(timeout=5)
+        raise
+    return stack
+
+
+@pytest.fixture(scope="session")
+def session_stack(tmp_path_factory: pytest.TempPathFactory, toolchain: Toolchain) -> Iterator[LocalStack]:
+    """Three brokers with fast failure detection, shared by the whole session."""
+    stack = start_stack(tmp_path_factory.mktemp("stack"), toolchain, brokers=3)
+    try:
+        yield stack
+    finally:
+        stack.down(timeout=5)
+
+
+@pytest.fixture
+def stack(session_stack: LocalStack) -> Iterator[LocalStack]:
+    """The session stack, with every broker running again after the test (even on failure)."""
+    yield session_stack
+    for broker_id in session_stack.broker_ids():
+        if not session_stack._broker(broker_id).alive():
+            log.info("restarting broker %d left down by the test", broker_id)
+            session_stack.start_broker(broker_id)
