@@ -1,0 +1,1 @@
+"""Consumer-group collector: live group state, __consumer_offsets history and lag."""

@@ -1,0 +1,550 @@
+"""Tests of collectors.groups.offsets_codec: round trips, hand-built vectors, fuzzing."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import pytest
+
+from collectors.groups.offsets_codec import (
+    ConsumerGroupMetadata,
+    GroupMember,
+    GroupMetadata,
+    GroupTombstone,
+    MalformedRecord,
+    OffsetCommit,
+    OffsetTombstone,
+    TopicPartition,
+    UnknownRecord,
+    decode_record,
+)
+
+RECORD_TYPES = (
+    ConsumerGroupMetadata,
+    GroupMetadata,
+    GroupTombstone,
+    OffsetCommit,
+    OffsetTombstone,
+    UnknownRecord,
+)
+
+
+# --- Test-only encoder, written from Kafka's message schemas -------------------------
+
+
+class Writer:
+    """Kafka's generated-message encoding; `flexible` selects compact lengths + tags."""
+
+    def __init__(self, flexible: bool = False) -> None:
+        self.buf = bytearray()
+        self.flexible = flexible
+
+    def int16(self, v: int) -> Writer:
+        self.buf += struct.pack(">h", v)
+        return self
+
+    def int32(self, v: int) -> Writer:
+        self.buf += struct.pack(">i", v)
+        return self
+
+    def int64(self, v: int) -> Writer:
+        self.buf += struct.pack(">q", v)
+        return self
+
+    def uvarint(self, v: int) -> Writer:
+        while v >= 0x80:
+            self.buf.append(v & 0x7F | 0x80)
+            v >>= 7
+        self.buf.append(v)
+        return self
+
+    def _length(self, n: int | None, wide: bool) -> None:
+        if self.flexible:
+            self.uvarint(0 if n is None else n + 1)
+        elif wide:
+            self.int32(-1 if n is None else n)
+        else:
+            self.int16(-1 if n is None else n)
+
+    def string(self, s: str | None) -> Writer:
+        raw = None if s is None else s.encode()
+        self._length(None if raw is None else len(raw), wide=False)
+        self.buf += raw or b""
+        return self
+
+    def blob(self, b: bytes | None) -> Writer:
+        self._length(None if b is None else len(b), wide=True)
+        self.buf += b or b""
+        return self
+
+    def array(self, n: int) -> Writer:
+        self._length(n, wide=True)
+        return self
+
+    def tags(self, tagged: dict[int, bytes] | None = None) -> Writer:
+        if self.flexible:
+            tagged = tagged or {}
+            self.uvarint(len(tagged))
+            for tag, data in sorted(tagged.items()):
+                self.uvarint(tag).uvarint(len(data))
+                self.buf += data
+        return self
+
+    def done(self) -> bytes:
+        return bytes(self.buf)
+
+
+def offset_key(group: str, topic: str, partition: int, key_version: int = 1) -> bytes:
+    return Writer().int16(key_version).string(group).string(topic).int32(partition).done()
+
+
+def group_key(group: str) -> bytes:
+    return Writer().int16(2).string(group).done()
+
+
+def consumer_group_key(group: str) -> bytes:
+    return Writer().int16(3).string(group).done()
+
+
+def offset_value(r: OffsetCommit, tagged: dict[int, bytes] | None = None) -> bytes:
+    w = Writer(flexible=r.version >= 4).int16(r.version).int64(r.offset)
+    if r.version >= 3:
+        w.int32(r.leader_epoch)
+    w.string(r.metadata).int64(r.commit_timestamp_ms)
+    if r.version == 1:
+        w.int64(r.expire_timestamp_ms)
+    return w.tags(tagged).done()
+
+
+def group_value(r: GroupMetadata) -> bytes:
+    w = Writer(flexible=r.version >= 4).int16(r.version)
+    w.string(r.protocol_type).int32(r.generation).string(r.protocol).string(r.leader)
+    if r.version >= 2:
+        w.int64(r.current_state_timestamp_ms)
+    w.array(len(r.members))
+    for m in r.members:
+        w.string(m.member_id)
+        if r.version >= 3:
+            w.string(m.group_instance_id)
+        w.string(m.client_id).string(m.client_host)
+        if r.version >= 1:
+            w.int32(m.rebalance_timeout_ms)
+        w.int32(m.session_timeout_ms).blob(m.subscription).blob(m.assignment).tags()
+    return w.tags().done()
+
+
+def consumer_group_value(epoch: int, tagged: dict[int, bytes] | None = None) -> bytes:
+    return Writer(flexible=True).int16(0).int32(epoch).tags(tagged).done()
+
+
+def assignment(
+    partitions: dict[str, list[int]], version: int = 0, user_data: bytes | None = None
+) -> bytes:
+    w = Writer().int16(version).array(len(partitions))
+    for topic, ps in partitions.items():
+        w.string(topic).array(len(ps))
+        for p in ps:
+            w.int32(p)
+    return w.blob(user_data).done()
+
+
+# --- Sample records ------------------------------------------------------------------
+
+
+def sample_offset(version: int) -> OffsetCommit:
+    return OffsetCommit(
+        group="orders-app",
+        topic="orders",
+        partition=7,
+        version=version,
+        offset=123_456_789_012,
+        leader_epoch=12 if version >= 3 else -1,
+        metadata="committed by ünïcode client",
+        commit_timestamp_ms=1_700_000_000_123,
+        expire_timestamp_ms=1_700_086_400_123 if version == 1 else -1,
+    )
+
+
+def sample_member(version: int, n: int, assigned: dict[str, list[int]]) -> GroupMember:
+    session = 45_000
+    raw = assignment(assigned, user_data=b"\x00\x01")
+    return GroupMember(
+        member_id=f"consumer-{n}-5f0c",
+        group_instance_id=f"static-{n}" if version >= 3 and n % 2 else None,
+        client_id=f"consumer-{n}",
+        client_host=f"/10.0.0.{n}",
+        rebalance_timeout_ms=300_000 if version >= 1 else session,
+        session_timeout_ms=session,
+        subscription=b"\x00\x01subscription",
+        assignment=raw,
+        assigned_partitions=tuple(TopicPartition(t, p) for t, ps in assigned.items() for p in ps),
+    )
+
+
+def sample_group(version: int) -> GroupMetadata:
+    members = (
+        sample_member(version, 1, {"orders": [0, 1], "payments": [2]}),
+        sample_member(version, 2, {"orders": [2]}),
+        sample_member(version, 3, {}),
+    )
+    return GroupMetadata(
+        group="orders-app",
+        version=version,
+        protocol_type="consumer",
+        generation=42,
+        protocol="cooperative-sticky",
+        leader=members[0].member_id,
+        current_state_timestamp_ms=1_700_000_000_000 if version >= 2 else -1,
+        members=members,
+    )
+
+
+def all_valid_records() -> list[tuple[bytes, bytes]]:
+    records = [(consumer_group_key("kip848"), consumer_group_value(9, {0: bytes(8)}))]
+    for v in range(5):
+        records.append((offset_key("orders-app", "orders", 7), offset_value(sample_offset(v))))
+        records.append((group_key("orders-app"), group_value(sample_group(v))))
+    return records
+
+
+VALID_RECORD_IDS = ["consumer-group-v0"] + [
+    f"{kind}-v{v}" for v in range(5) for kind in ("offset", "group")
+]
+
+
+# --- Round trips ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", range(5))
+@pytest.mark.parametrize("key_version", [0, 1])
+def test_offset_commit_round_trip(version: int, key_version: int) -> None:
+    expected = sample_offset(version)
+    key = offset_key("orders-app", "orders", 7, key_version)
+    assert decode_record(key, offset_value(expected)) == expected
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_group_metadata_round_trip(version: int) -> None:
+    expected = sample_group(version)
+    decoded = decode_record(group_key("orders-app"), group_value(expected))
+    assert decoded == expected
+    assert decoded.members[0].assigned_partitions == (
+        TopicPartition("orders", 0),
+        TopicPartition("orders", 1),
+        TopicPartition("payments", 2),
+    )
+
+
+def test_empty_group_has_null_protocol_and_leader() -> None:
+    empty = GroupMetadata("idle", 3, "consumer", 8, None, None, 1_700_000_000_000, ())
+    assert decode_record(group_key("idle"), group_value(empty)) == empty
+
+
+def test_offset_v4_skips_unknown_tagged_fields() -> None:
+    expected = sample_offset(4)
+    value = offset_value(expected, tagged={0: b"\x01\x02", 9: b"later"})
+    assert decode_record(offset_key("orders-app", "orders", 7), value) == expected
+
+
+def test_consumer_group_metadata_round_trip() -> None:
+    value = consumer_group_value(17, tagged={0: struct.pack(">q", 99), 1: bytes(8)})
+    assert decode_record(consumer_group_key("g"), value) == ConsumerGroupMetadata("g", 17)
+
+
+def test_tombstones() -> None:
+    assert decode_record(group_key("gone"), None) == GroupTombstone("gone")
+    assert decode_record(consumer_group_key("gone"), None) == GroupTombstone("gone")
+    assert decode_record(offset_key("g", "t", 3, key_version=0), None) == OffsetTombstone(
+        "g", "t", 3
+    )
+
+
+@pytest.mark.parametrize("key_version", [4, 5, 8, 9, 16, 32767])
+def test_other_record_types_are_unknown(key_version: int) -> None:
+    key = Writer().int16(key_version).string("g").string("member").done()
+    assert decode_record(key, b"\x00\x00anything") == UnknownRecord(key_version)
+    assert decode_record(key, None) == UnknownRecord(key_version)
+
+
+# --- Byte-exact vectors built by hand from the schemas -------------------------------
+
+# GroupMetadataValue v3, group "g": protocol_type "consumer", generation 5, protocol
+# "range", leader "m1", current_state_timestamp 1700000000000 (0x18BCFE56800), one
+# member "m1" (no group_instance_id, client "c" at "/h", rebalance 300000 ms = 0x493E0,
+# session 45000 ms = 0xAFC8, empty subscription, assignment of t-0 and t-1).
+ASSIGNMENT_T01 = bytes.fromhex(
+    "0000"  # ConsumerProtocolAssignment version 0
+    "00000001" "0001" "74"  # 1 topic: "t"
+    "00000002" "00000000" "00000001"  # partitions [0, 1]
+    "ffffffff"  # user_data: null
+)  # fmt: skip
+GROUP_V3_VALUE = (
+    bytes.fromhex(
+        "0003"  # version 3
+        "0008" "636f6e73756d6572"  # protocol_type "consumer"
+        "00000005"  # generation
+        "0005" "72616e6765"  # protocol "range"
+        "0002" "6d31"  # leader "m1"
+        "0000018bcfe56800"  # current_state_timestamp
+        "00000001"  # 1 member
+        "0002" "6d31"  # member_id "m1"
+        "ffff"  # group_instance_id: null
+        "0001" "63"  # client_id "c"
+        "0002" "2f68"  # client_host "/h"
+        "000493e0"  # rebalance_timeout
+        "0000afc8"  # session_timeout
+        "00000000"  # subscription: empty
+        "00000019"  # assignment: 25 bytes
+    )
+    + ASSIGNMENT_T01
+)  # fmt: skip
+
+
+def test_group_metadata_v3_vector() -> None:
+    key = bytes.fromhex("0002" "0001" "67")  # GroupMetadataKey "g"
+    assert decode_record(key, GROUP_V3_VALUE) == GroupMetadata(
+        group="g",
+        version=3,
+        protocol_type="consumer",
+        generation=5,
+        protocol="range",
+        leader="m1",
+        current_state_timestamp_ms=1_700_000_000_000,
+        members=(
+            GroupMember(
+                member_id="m1",
+                group_instance_id=None,
+                client_id="c",
+                client_host="/h",
+                rebalance_timeout_ms=300_000,
+                session_timeout_ms=45_000,
+                subscription=b"",
+                assignment=ASSIGNMENT_T01,
+                assigned_partitions=(TopicPartition("t", 0), TopicPartition("t", 1)),
+            ),
+        ),
+    )
+
+
+def test_offset_commit_v3_vector() -> None:
+    key = bytes.fromhex("0001" "0001" "67" "0001" "74" "00000003")  # g, t, partition 3
+    value = bytes.fromhex(
+        "0003"  # version 3
+        "000000000000002a"  # offset 42
+        "00000007"  # leader_epoch 7
+        "0000"  # metadata ""
+        "0000018bcfe5687b"  # commit_timestamp 1700000000123
+    )  # fmt: skip
+    assert decode_record(key, value) == OffsetCommit(
+        group="g",
+        topic="t",
+        partition=3,
+        version=3,
+        offset=42,
+        leader_epoch=7,
+        metadata="",
+        commit_timestamp_ms=1_700_000_000_123,
+        expire_timestamp_ms=-1,
+    )
+
+
+def test_offset_commit_v4_flexible_vector() -> None:
+    key = bytes.fromhex("0001" "0001" "67" "0001" "74" "00000003")
+    value = bytes.fromhex(
+        "0004"  # version 4 (flexible)
+        "000000000000002a"  # offset 42
+        "ffffffff"  # leader_epoch -1
+        "03" "6f6b"  # compact string "ok" (length + 1)
+        "0000018bcfe5687b"  # commit_timestamp
+        "01" "05" "02" "abcd"  # one tagged field: tag 5, 2 bytes
+    )  # fmt: skip
+    record = decode_record(key, value)
+    assert isinstance(record, OffsetCommit)
+    assert (record.offset, record.leader_epoch, record.metadata) == (42, -1, "ok")
+
+
+def test_consumer_group_metadata_vector() -> None:
+    key = bytes.fromhex("0003" "0002" "6731")  # ConsumerGroupMetadataKey "g1"
+    value = bytes.fromhex("0000" "0000000c" "01" "00" "08" "0000000000000063")
+    assert decode_record(key, value) == ConsumerGroupMetadata("g1", 12)
+
+
+# --- Malformed input -----------------------------------------------------------------
+
+
+def test_truncation_message_names_field_and_byte() -> None:
+    key = group_key("g")
+    expected = r"^GroupMetadataValue v3: truncated at byte 45 reading member client_id$"
+    with pytest.raises(MalformedRecord, match=expected):
+        decode_record(key, GROUP_V3_VALUE[:46])
+    with pytest.raises(MalformedRecord, match=r"truncated at byte 47 reading member client_id"):
+        decode_record(key, GROUP_V3_VALUE[:47])
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        pytest.param(None, b"\x00\x00", "record has no key", id="no-key"),
+        pytest.param(b"", None, "key: truncated at byte 0 reading key version", id="empty-key"),
+        pytest.param(b"\xff\xfe", None, "negative key version -2", id="negative-key-version"),
+        pytest.param(
+            group_key("g") + b"x",
+            None,
+            "GroupMetadataKey: 1 trailing bytes at byte 5",
+            id="key-trailing",
+        ),
+        pytest.param(
+            group_key("g"),
+            b"\x00\x05",
+            "GroupMetadataValue: unknown version 5",
+            id="group-v5",
+        ),
+        pytest.param(
+            group_key("g"),
+            b"\xff\xff",
+            "GroupMetadataValue: unknown version -1",
+            id="group-v-1",
+        ),
+        pytest.param(
+            offset_key("g", "t", 0),
+            b"\x00\x05",
+            "OffsetCommitValue: unknown version 5",
+            id="offset-v5",
+        ),
+        pytest.param(
+            consumer_group_key("g"),
+            b"\x00\x01",
+            "ConsumerGroupMetadataValue: unknown version 1",
+            id="kip848-v1",
+        ),
+        pytest.param(
+            group_key("g"),
+            b"",
+            "GroupMetadataValue: truncated at byte 0 reading version",
+            id="empty-value",
+        ),
+        pytest.param(
+            group_key("g"),
+            GROUP_V3_VALUE + b"\x00",
+            "v3: 1 trailing bytes at byte 93",
+            id="value-trailing",
+        ),
+        pytest.param(
+            group_key("g"),
+            b"\x00\x03\xff\xfe",
+            "negative length -2 at byte 2 reading protocol_type",
+            id="negative-length",
+        ),
+        pytest.param(group_key("g"), b"\x00\x03\xff\xff", "null protocol_type", id="null-string"),
+        pytest.param(
+            group_key("g"),
+            b"\x00\x03\x00\x01\xff",
+            "invalid UTF-8 at byte 4 reading protocol_type",
+            id="bad-utf8",
+        ),
+        pytest.param(
+            offset_key("g", "t", 0),
+            Writer(flexible=True).int16(4).int64(1).int32(0).done() + b"\xff" * 6,
+            "varint longer than 5 bytes",
+            id="long-varint",
+        ),
+    ],
+)
+def test_malformed(key: bytes | None, value: bytes | None, message: str) -> None:
+    with pytest.raises(MalformedRecord, match=message):
+        decode_record(key, value)
+
+
+def test_huge_member_count_is_rejected_without_looping() -> None:
+    value = Writer().int16(0).string("consumer").int32(1).string(None).string(None)
+    value.int32(2**31 - 1)
+    with pytest.raises(MalformedRecord, match="members count 2147483647 at byte"):
+        decode_record(group_key("g"), value.done())
+
+
+def test_null_member_bytes_is_malformed() -> None:
+    w = Writer().int16(0).string("consumer").int32(1).string(None).string(None).array(1)
+    w.string("m").string("c").string("/h").int32(10).blob(None)
+    with pytest.raises(MalformedRecord, match="null member subscription"):
+        decode_record(group_key("g"), w.done())
+
+
+# --- Member assignment: best effort --------------------------------------------------
+
+
+def group_with_assignment(raw: bytes, protocol_type: str = "consumer") -> GroupMetadata:
+    member = GroupMember("m", None, "c", "/h", 1, 1, b"", raw, ())
+    record = GroupMetadata("g", 3, protocol_type, 1, "range", "m", 0, (member,))
+    decoded = decode_record(group_key("g"), group_value(record))
+    assert isinstance(decoded, GroupMetadata)
+    return decoded
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",  # not assigned yet
+        b"\x00",  # truncated version
+        b"\xff\xff\x00\x00\x00\x00",  # negative version
+        assignment({"t": [0, 1]})[:-3],  # truncated user_data
+        b"\x00\x00\x00\x00\x00\x01\x00\x01\xff",  # invalid UTF-8 topic
+        b"\x00\x00\x7f\xff\xff\xff",  # absurd topic count
+    ],
+)
+def test_undecodable_assignment_is_left_empty(raw: bytes) -> None:
+    member = group_with_assignment(raw).members[0]
+    assert member.assignment == raw
+    assert member.assigned_partitions == ()
+
+
+def test_newer_assignment_version_is_read_as_v0() -> None:
+    raw = assignment({"t": [3]}, version=7, user_data=b"ud") + b"future fields"
+    assert group_with_assignment(raw).members[0].assigned_partitions == (TopicPartition("t", 3),)
+
+
+def test_assignment_of_other_protocols_is_not_decoded() -> None:
+    raw = assignment({"t": [3]})
+    assert group_with_assignment(raw, protocol_type="connect").members[0].assigned_partitions == ()
+
+
+# --- Fuzzing: only records or MalformedRecord, ever ----------------------------------
+
+
+def decode_or_malformed(key: bytes | None, value: bytes | None) -> object:
+    try:
+        record = decode_record(key, value)
+    except MalformedRecord as error:
+        return error
+    assert isinstance(record, RECORD_TYPES)
+    return record
+
+
+@pytest.mark.parametrize(("key", "value"), all_valid_records(), ids=VALID_RECORD_IDS)
+def test_every_truncation_is_malformed(key: bytes, value: bytes) -> None:
+    for cut in range(len(value)):
+        with pytest.raises(MalformedRecord):
+            decode_record(key, value[:cut])
+    for cut in range(len(key)):
+        with pytest.raises(MalformedRecord):
+            decode_record(key[:cut], value)
+
+
+def test_random_bit_flips() -> None:
+    rng = random.Random(848)
+    for key, value in all_valid_records():
+        for _ in range(300):
+            flipped = bytearray(value)
+            for _ in range(rng.randint(1, 4)):
+                flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+            decode_or_malformed(key, bytes(flipped))
+
+
+def test_random_bytes() -> None:
+    rng = random.Random(2024)
+    for _ in range(5000):
+        key = struct.pack(">h", rng.randint(-2, 6)) + rng.randbytes(rng.randint(0, 12))
+        value = None if rng.random() < 0.1 else rng.randbytes(rng.randint(0, 64))
+        if value and rng.random() < 0.5:  # a known version makes the decoder go deeper
+            value = struct.pack(">h", rng.randint(0, 4)) + value
+        decode_or_malformed(key, value)
