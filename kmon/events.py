@@ -104,7 +104,7 @@ class TopicState:
 class PartitionState:
     topic: str
     partition: int
-    leader: int                      # -1 = no leader
+    leader: int                      # -1 = no leader, -2 = topic being deleted (ZK mode)
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int

@@ -1,0 +1,1 @@
+"""ZooKeeper collector: watches Kafka's ZooKeeper tree and turns znode changes into kmon events."""
