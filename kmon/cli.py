@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     status = ssub.add_parser("status", help="each process, and the brokers registered in ZooKeeper")
     _dir_flag(status)
     status.set_defaults(handler=cmd_stack_status)
+
+    from streaming.cli import add_stream_parser
+    add_stream_parser(sub, stop_on_signals)
     return p
 
 
@@ -143,16 +146,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def wait_for_shutdown_signal(on_ready: Callable[[], None]) -> None:
-    """Block until SIGTERM or SIGINT; the caller's ``finally`` does the cleanup."""
-    stopped = threading.Event()
-
+def stop_on_signals(stopped: threading.Event) -> None:
+    """SIGTERM and SIGINT set ``stopped``; the command then shuts down in order."""
     def handler(signum: int, _frame: object) -> None:
         log.info("received %s, shutting down", signal.Signals(signum).name)
         stopped.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, handler)
+
+
+def wait_for_shutdown_signal(on_ready: Callable[[], None]) -> None:
+    """Block until SIGTERM or SIGINT; the caller's ``finally`` does the cleanup."""
+    stopped = threading.Event()
+    stop_on_signals(stopped)
     on_ready()
     stopped.wait()
 

@@ -1,0 +1,152 @@
+"""The Spark Structured Streaming app: events topic -> per-entity state -> views -> /metrics.
+
+Runs in-process on ``local[*]`` by default (``kmon stream``), or under spark-submit on a real
+cluster (``streaming/submit.py``), where the master comes from spark-submit.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from streaming import entity_step
+from streaming.driver import ViewDriver, ViewOptions
+from streaming.exporter import SnapshotHolder, ViewsCollector
+from streaming.record_log import RecordLog
+
+log = logging.getLogger("kmon.stream")
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    bootstrap_servers: str
+    events_topic: str = "kmon-events"
+    checkpoint: Path = Path(".kmon/checkpoint")
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 9308
+    master: str | None = "local[*]"   # None: keep the master spark-submit set
+    trigger_seconds: float = 1.0
+    shuffle_partitions: int = 4       # fixed in the checkpoint once the query has run
+    max_offsets_per_trigger: int = 200_000
+    driver_memory: str = "1g"
+    views: ViewOptions = ViewOptions()
+    spark_jars: tuple[str, ...] = ()
+
+
+class StreamApp:
+    """Owns the Spark session, the query and the exporter; start() then stop()."""
+
+    def __init__(self, cfg: StreamConfig):
+        self.cfg = cfg
+        self.holder = SnapshotHolder()
+        self._spark = None
+        self._query = None
+        self._server = None
+        self.driver: ViewDriver | None = None
+
+    def start(self) -> None:
+        cfg = self.cfg
+        self.driver = ViewDriver(RecordLog(cfg.checkpoint / "kmon-views"), self.holder, cfg.views)
+        registry = CollectorRegistry(auto_describe=True)
+        registry.register(ViewsCollector(self.holder))
+        self._server, _ = start_http_server(cfg.metrics_port, cfg.metrics_host, registry=registry)
+        log.info("exporter on http://%s:%d/metrics", cfg.metrics_host, self.metrics_port)
+        started = time.monotonic()
+        log.info("starting Spark (%s)...", cfg.master or "master from spark-submit")
+        self._spark = _session(cfg)
+        self._query = _query(self._spark, cfg, self.driver)
+        log.info("streaming %s from %s (checkpoint %s) after %.1fs",
+                 cfg.events_topic, cfg.bootstrap_servers, cfg.checkpoint, time.monotonic() - started)
+
+    @property
+    def metrics_port(self) -> int:
+        return self._server.server_port if self._server else self.cfg.metrics_port
+
+    def failure(self) -> str | None:
+        """Why the query stopped on its own, if it did."""
+        if self._query is not None and not self._query.isActive:
+            exc = self._query.exception()
+            return str(exc) if exc else "query stopped"
+        return None
+
+    def stop(self) -> None:
+        if self._query is not None:
+            log.info("stopping the query (the running batch completes first)")
+            self._query.stop()
+        if self._spark is not None:
+            self._spark.stop()
+        if self._server is not None:
+            self._server.shutdown()
+        log.info("stream stopped")
+
+
+def _session(cfg: StreamConfig):
+    from pyspark.sql import SparkSession
+
+    # Python workers must import kmon and pandas/pyarrow from this interpreter's env.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    b = SparkSession.builder.appName("kmon-stream")
+    if cfg.master:
+        b = b.master(cfg.master)
+    for k, v in {
+        "spark.jars": ",".join(cfg.spark_jars),
+        "spark.driver.memory": cfg.driver_memory,
+        "spark.sql.shuffle.partitions": str(cfg.shuffle_partitions),
+        "spark.sql.streaming.stateStore.providerClass":
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        "spark.ui.enabled": "false",
+        "spark.sql.session.timeZone": "UTC",
+    }.items():
+        if v:
+            b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _query(spark, cfg: StreamConfig, driver: ViewDriver):
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    raw = (spark.readStream.format("kafka")
+           .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+           .option("subscribe", cfg.events_topic)
+           .option("startingOffsets", "earliest")
+           # compaction and retention delete offsets by design
+           .option("failOnDataLoss", "false")
+           .option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+           .load())
+    rows = raw.select(F.coalesce(F.col("key").cast("string"), F.lit("")).alias("key"),
+                      F.col("value").cast("string").alias("value"), "partition", "offset")
+    out = rows.groupBy("key").applyInPandasWithState(
+        entity_step.step, entity_step.OUTPUT_SCHEMA, entity_step.STATE_SCHEMA, "update",
+        GroupStateTimeout.NoTimeout)
+
+    def sink(batch_df, batch_id: int) -> None:
+        started = time.time()
+        driver.on_batch(batch_id, (r.asDict() for r in batch_df.collect()), started)
+
+    return (out.writeStream.outputMode("update").foreachBatch(sink)
+            .option("checkpointLocation", str(cfg.checkpoint / "spark"))
+            .trigger(processingTime=f"{cfg.trigger_seconds} seconds")
+            .start())
+
+
+def run_until(app: StreamApp, stop: threading.Event, poll_seconds: float = 1.0) -> int:
+    """Run until ``stop`` is set (SIGTERM) or the query fails; returns an exit code."""
+    app.start()
+    try:
+        while not stop.wait(poll_seconds):
+            failure = app.failure()
+            if failure:
+                log.error("the streaming query failed: %s", failure)
+                return 1
+        return 0
+    finally:
+        app.stop()

@@ -1,0 +1,53 @@
+"""``kmon stream``: the Spark views and their /metrics."""
+from __future__ import annotations
+
+import argparse
+import threading
+from pathlib import Path
+
+from kmon import config
+from kmon.stack.toolchain import find_toolchain
+from streaming.app import StreamApp, StreamConfig, run_until
+from streaming.driver import ViewOptions
+
+
+def add_stream_parser(sub: argparse._SubParsersAction, on_signal) -> None:
+    p = sub.add_parser("stream", help="the Spark Structured Streaming views, exported to Prometheus",
+                       description="Read the events topic with Spark's Kafka source, keep the ISR, leader "
+                                   "balance, controller and consumer-group views in Spark state "
+                                   "(RocksDB, checkpointed) and serve them on /metrics.")
+    config.flag(p, "--bootstrap-servers", type=config.host_port_list,
+                help="Kafka cluster holding the events topic (required)")
+    config.flag(p, "--events-topic", default="kmon-events", help="events topic")
+    config.flag(p, "--checkpoint", default=Path(".kmon/checkpoint"), type=Path,
+                help="checkpoint directory (Spark state + the views' record log)")
+    config.flag(p, "--metrics-host", default="0.0.0.0", help="address of the /metrics endpoint")
+    config.flag(p, "--metrics-port", default=9308, type=config.port, help="port of the /metrics endpoint")
+    config.flag(p, "--master", default="local[*]", help="Spark master")
+    config.flag(p, "--trigger-interval", default=1.0, type=float, help="seconds between micro-batches")
+    config.flag(p, "--partition-detail", default="unhealthy", choices=["unhealthy", "all", "none"],
+                help="which partitions get per-partition series")
+    config.flag(p, "--default-min-isr", default=1, type=config.positive_int,
+                help="min.insync.replicas of topics without that config (the brokers' default)")
+    config.flag(p, "--max-offsets-per-trigger", default=200_000, type=config.positive_int,
+                help="events read per micro-batch at most")
+    config.flag(p, "--driver-memory", default="1g", help="Spark driver memory")
+    p.set_defaults(handler=lambda args: cmd_stream(args, on_signal))
+
+
+def stream_config(args: argparse.Namespace) -> StreamConfig:
+    if not args.bootstrap_servers:
+        raise SystemExit("kmon stream: --bootstrap-servers (or KMON_BOOTSTRAP_SERVERS) is required")
+    return StreamConfig(
+        bootstrap_servers=args.bootstrap_servers, events_topic=args.events_topic,
+        checkpoint=args.checkpoint, metrics_host=args.metrics_host, metrics_port=args.metrics_port,
+        master=args.master, trigger_seconds=args.trigger_interval,
+        max_offsets_per_trigger=args.max_offsets_per_trigger, driver_memory=args.driver_memory,
+        views=ViewOptions(detail=args.partition_detail, default_min_isr=args.default_min_isr),
+        spark_jars=tuple(find_toolchain().spark_jar_list()))
+
+
+def cmd_stream(args: argparse.Namespace, on_signal) -> int:
+    stop = threading.Event()
+    on_signal(stop)
+    return run_until(StreamApp(stream_config(args)), stop)

@@ -1,0 +1,224 @@
+"""Per-entity state of the streaming app: one EntityRecord per (cluster, entity) key.
+
+Spark groups the events by key and calls :func:`apply_event` for each of them in
+Kafka offset order; the record is what it keeps in its state store (as JSON, see
+:func:`record_to_json`). Counters are absolute and live in the record, so re-applying
+events that were already applied (a replay after a restart, a resync snapshot) never
+counts a transition twice.
+"""
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from kmon.events import (MARKER_KINDS, STATE_TYPES, Event, GroupState, SnapshotMarker, decode,
+                         encode)
+from streaming.transitions import controller_transitions, group_transitions, partition_transitions
+
+# Counter keys. Per-broker counters are "<name>:<broker id>".
+ISR_SHRINKS = "isr_shrinks"
+ISR_EXPANDS = "isr_expands"
+LEADER_ELECTIONS = "leader_elections"
+UNCLEAN_LEADER_ELECTIONS = "unclean_leader_elections"
+CONTROLLER_CHANGES = "controller_changes"
+REBALANCES = "rebalances"
+RESYNCS = "resyncs"
+
+
+def broker_counter(name: str, broker: int) -> str:
+    return f"{name}:{broker}"
+
+
+class Applied(enum.StrEnum):
+    """What apply_event did with an event (for the self-metrics)."""
+    APPLIED = "applied"        # the record took the event's state
+    DUPLICATE = "duplicate"    # already applied: same zxid, same marker, or an equal state
+    STALE = "stale"            # older than the record (lower zxid / generation): ignored
+    MALFORMED = "malformed"    # does not fit the record: kind/op mismatch, end marker without its begin
+
+
+@dataclass(frozen=True)
+class EntityRecord:
+    cluster: str
+    entity: str
+    kind: str                  # for snapshot:<source>, the kind of the latest marker
+    source: str
+    state: Any                 # STATE_TYPES[kind]; None when deleted
+    zxid: int | None           # newest zxid applied (kept on a tombstone against resurrection)
+    counters: Mapping[str, int] = field(default_factory=dict)
+    last_observed_ms: int = 0
+    # groups: when the current group state began; snapshot:<source>: when the last
+    # completed snapshot began
+    state_since_ms: int | None = None
+    deleted: bool = False
+    # entities: the last resync snapshot that contained them;
+    # snapshot:<source>: the last snapshot that completed
+    snapshot_id: str | None = None
+
+
+def apply_event(record: EntityRecord | None, event: Event) -> tuple[EntityRecord | None, Applied]:
+    """Fold one event into its key's record; returns the new record and what happened."""
+    if not _fits(record, event):
+        return record, Applied.MALFORMED
+    if event.kind in MARKER_KINDS:
+        return _apply_marker(record, event)
+    if record is not None and record.zxid is not None and event.zxid is not None:
+        # An upsert at the record's zxid was applied already; a delete at that zxid
+        # removes the state it was read with, so only an older one is ignored.
+        if event.zxid < record.zxid:
+            return _touch(record, event), Applied.STALE
+        if event.zxid == record.zxid and event.op == "upsert":
+            return _touch(record, event), Applied.DUPLICATE
+    if event.op == "delete":
+        return _delete(record, event)
+    return _upsert(record, event)
+
+
+def _fits(record: EntityRecord | None, event: Event) -> bool:
+    marker = event.kind in MARKER_KINDS
+    if (event.op == "marker") != marker:
+        return False
+    if event.op != "delete" and not isinstance(event.data, STATE_TYPES[event.kind]):
+        return False
+    if record is None:
+        return True
+    same_kind = record.kind == event.kind or (marker and record.kind in MARKER_KINDS)
+    return same_kind and (record.cluster, record.entity) == (event.cluster, event.entity)
+
+
+def _empty(event: Event) -> EntityRecord:
+    return EntityRecord(cluster=event.cluster, entity=event.entity, kind=event.kind,
+                        source=event.source, state=None, zxid=None,
+                        last_observed_ms=event.observed_ms)
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _touch(record: EntityRecord, event: Event) -> EntityRecord:
+    """Bookkeeping of a seen event: ordering key, time, and the snapshot it was part of
+    (also for ignored events, so a resync does not sweep an entity it re-read)."""
+    return replace(record,
+                   zxid=_max(record.zxid, event.zxid),
+                   last_observed_ms=max(record.last_observed_ms, event.observed_ms),
+                   snapshot_id=event.snapshot_id or record.snapshot_id)
+
+
+def _delete(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Applied]:
+    if record is not None and record.deleted:
+        return _touch(record, event), Applied.DUPLICATE
+    # The tombstone keeps the zxid so an older replayed upsert cannot resurrect the
+    # entity; the counters go with the entity.
+    base = _touch(record or _empty(event), event)
+    return replace(base, state=None, counters={}, state_since_ms=None, deleted=True), Applied.APPLIED
+
+
+def _upsert(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Applied]:
+    live = record if record is not None and not record.deleted else None  # a revival starts afresh
+    prev = live.state if live is not None else None
+    new = event.data
+    if isinstance(new, GroupState) and isinstance(prev, GroupState):
+        if prev.state == "Dead" and 0 <= new.generation < prev.generation:
+            # a Dead group was recreated: its generations restart, as after a delete
+            live = prev = None
+        elif 0 <= new.generation < prev.generation:
+            return _touch(live, event), Applied.STALE
+        else:
+            new = _merge_group(prev, new)
+    if live is not None and prev == new:
+        return _touch(live, event), Applied.DUPLICATE
+    counters = _add(live.counters if live is not None else {}, _increments(event.kind, prev, new))
+    base = _touch(record or _empty(event), event)
+    return replace(base, kind=event.kind, source=event.source, state=new, counters=counters,
+                   state_since_ms=_state_since(prev, new, live, event), deleted=False), Applied.APPLIED
+
+
+def _merge_group(prev: GroupState, new: GroupState) -> GroupState:
+    """Keep what the new event does not know: the Admin API has no generation (-1),
+    and a __consumer_offsets record measures no lag."""
+    generation = prev.generation if new.generation < 0 else new.generation
+    lag = prev.lag if new.origin == "offsets" and not new.lag else new.lag
+    return replace(new, generation=generation, lag=lag)
+
+
+def _state_since(prev: Any, new: Any, live: EntityRecord | None, event: Event) -> int | None:
+    if not isinstance(new, GroupState):
+        return None
+    if new.state_since_ms is not None:
+        return new.state_since_ms
+    if live is not None and isinstance(prev, GroupState) and prev.state == new.state:
+        return live.state_since_ms
+    return event.observed_ms
+
+
+def _increments(kind: str, prev: Any, new: Any) -> dict[str, int]:
+    if kind == "partition":
+        t = partition_transitions(prev, new)
+        return {**{broker_counter(ISR_SHRINKS, b): 1 for b in t.shrinks},
+                **{broker_counter(ISR_EXPANDS, b): 1 for b in t.expands},
+                LEADER_ELECTIONS: int(t.election),
+                UNCLEAN_LEADER_ELECTIONS: int(t.unclean)}
+    if kind == "controller":
+        return {CONTROLLER_CHANGES: controller_transitions(prev, new)}
+    if kind == "group":
+        return {REBALANCES: group_transitions(prev, new)}
+    return {}
+
+
+def _add(counters: Mapping[str, int], increments: Mapping[str, int]) -> dict[str, int]:
+    out = dict(counters)
+    for key, n in increments.items():
+        if n:
+            out[key] = out.get(key, 0) + n
+    return out
+
+
+def _apply_marker(record: EntityRecord | None, event: Event) -> tuple[EntityRecord | None, Applied]:
+    """snapshot:<source> keeps the latest marker, and the last completed snapshot with
+    when it began: what the views need to sweep entities deleted while the collector was
+    blind (see streaming.views)."""
+    marker: SnapshotMarker = event.data
+    in_progress = record is not None and record.kind == "snapshot_begin"
+    begun_here = in_progress and record.state.snapshot_id == marker.snapshot_id
+    if record is not None and (record.snapshot_id == marker.snapshot_id
+                               or (event.kind == "snapshot_begin" and begun_here)):
+        return record, Applied.DUPLICATE
+    if event.kind == "snapshot_begin":
+        base = record or _empty(event)
+        return replace(base, kind=event.kind, source=event.source, state=marker,
+                       last_observed_ms=event.observed_ms), Applied.APPLIED
+    if not begun_here:
+        # Without its begin marker (e.g. compacted away) the snapshot's start is unknown,
+        # and sweeping on a guess could hide live entities.
+        return record, Applied.MALFORMED
+    return replace(record, kind=event.kind, state=marker, snapshot_id=marker.snapshot_id,
+                   state_since_ms=record.last_observed_ms, last_observed_ms=event.observed_ms,
+                   counters=_add(record.counters, {RESYNCS: 1})), Applied.APPLIED
+
+
+# ---------------------------------------------------------------- state-store form
+
+def record_to_json(record: EntityRecord) -> str:
+    """The record as a JSON string: its state travels as a kmon event (encode/decode of
+    kmon.events), the rest beside it."""
+    op = "delete" if record.deleted else "marker" if record.kind in MARKER_KINDS else "upsert"
+    event = Event(cluster=record.cluster, source=record.source, kind=record.kind,
+                  entity=record.entity, op=op, observed_ms=record.last_observed_ms,
+                  data=record.state, zxid=record.zxid, snapshot_id=record.snapshot_id)
+    return json.dumps({"event": encode(event).decode(), "counters": dict(record.counters),
+                       "state_since_ms": record.state_since_ms},
+                      separators=(",", ":"), sort_keys=True)
+
+
+def record_from_json(text: str) -> EntityRecord:
+    """Inverse of record_to_json; raises kmon.events.MalformedEvent on a corrupt state."""
+    doc = json.loads(text)
+    event = decode(doc["event"])
+    return EntityRecord(cluster=event.cluster, entity=event.entity, kind=event.kind,
+                        source=event.source, state=event.data, zxid=event.zxid,
+                        counters={k: int(v) for k, v in doc["counters"].items()},
+                        last_observed_ms=event.observed_ms, state_since_ms=doc["state_since_ms"],
+                        deleted=event.op == "delete", snapshot_id=event.snapshot_id)

@@ -1,0 +1,60 @@
+"""What changed between two consecutive states of one entity: the counted transitions.
+
+Pure functions of (previous, new) state. ``prev is None`` means a first observation
+(or the first after a deletion): nothing is counted, because kmon cannot know what
+happened before it was watching.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kmon.events import ControllerState, GroupState, PartitionState
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True)
+class PartitionTransitions:
+    shrinks: frozenset[int] = frozenset()   # brokers that left the ISR
+    expands: frozenset[int] = frozenset()   # brokers that joined the ISR
+    election: bool = False                  # a new real leader (not a move to -1)
+    unclean: bool = False                   # ... that was not in the previous ISR
+
+
+def partition_transitions(prev: PartitionState | None, new: PartitionState) -> PartitionTransitions:
+    if prev is None:
+        return PartitionTransitions()
+    old_isr, new_isr = frozenset(prev.isr), frozenset(new.isr)
+    # Going offline (leader -> -1) is not an election; coming back (-1 -> b) is one.
+    election = new.leader != prev.leader and new.leader != NO_LEADER
+    return PartitionTransitions(
+        shrinks=old_isr - new_isr,
+        expands=new_isr - old_isr,
+        election=election,
+        # ZooKeeper keeps the last ISR of an offline partition, so this also judges
+        # an election that brings an offline partition back.
+        unclean=election and new.leader not in old_isr,
+    )
+
+
+def controller_transitions(prev: ControllerState | None, new: ControllerState) -> int:
+    """1 if the active controller changed (incl. to none, -1), else 0."""
+    if prev is None:
+        return 0
+    if new.broker_id != prev.broker_id:
+        return 1
+    if new.broker_id == NO_LEADER:
+        return 0
+    # The same broker re-elected itself. Its /controller registration is new (new
+    # timestamp); the epoch bump may arrive as a separate event of the same election,
+    # so it only decides when the registration timestamps are unknown.
+    if prev.timestamp_ms is not None and new.timestamp_ms is not None:
+        return int(new.timestamp_ms != prev.timestamp_ms)
+    return int(prev.epoch is not None and new.epoch is not None and new.epoch > prev.epoch)
+
+
+def group_transitions(prev: GroupState | None, new: GroupState) -> int:
+    """Rebalances completed: generation steps, so generations missed between polls count."""
+    if prev is None or prev.generation < 0 or new.generation < 0:  # -1: generation unknown
+        return 0
+    return max(0, new.generation - prev.generation)

@@ -1,0 +1,134 @@
+"""Issue 5: the Spark app on a real Kafka, fed with schema events, read back over /metrics."""
+from __future__ import annotations
+
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from confluent_kafka import Producer
+from prometheus_client.parser import text_string_to_metric_families
+
+from kmon.events import (BrokerState, ControllerState, Event, PartitionState, TopicState, ZnodeMeta,
+                         encode, entity_key)
+from kmon.stack.local import LocalStack
+from streaming.app import StreamApp, StreamConfig
+from tests.support import eventually
+
+pytestmark = pytest.mark.integration
+CLUSTER = "itest"
+
+
+def metrics(port: int) -> dict[tuple[str, frozenset], float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def value(port: int, name: str, **labels: str) -> float | None:
+    return metrics(port).get((name, frozenset({"cluster": CLUSTER, **labels}.items())))
+
+
+class Events:
+    """Produces schema events with increasing zxids, as the ZooKeeper collector would."""
+
+    def __init__(self, stack: LocalStack, topic: str):
+        assert stack.state
+        self.producer = Producer({"bootstrap.servers": stack.state.bootstrap_servers,
+                                  "enable.idempotence": True, "acks": "all"})
+        self.topic = topic
+        self.zxid = 100
+
+    def send(self, kind: str, entity: str, data: object, op: str = "upsert", zxid: int | None = None) -> None:
+        if zxid is None:
+            self.zxid += 1
+            zxid = self.zxid
+        event = Event(cluster=CLUSTER, source="zk", kind=kind, entity=entity, op=op, observed_ms=zxid,
+                      data=data, zxid=zxid, znode=ZnodeMeta(f"/{entity}", zxid, 0, zxid))
+        self.producer.produce(self.topic, key=event.message_key, value=encode(event))
+        self.producer.flush(10)
+
+    def raw(self, key: bytes | None, value: bytes) -> None:
+        self.producer.produce(self.topic, key=key, value=value)
+        self.producer.flush(10)
+
+    def partition(self, p: int, leader: int, isr: tuple[int, ...], epoch: int, zxid: int | None = None) -> None:
+        self.send("partition", entity_key("partition", "orders", p),
+                  PartitionState("orders", p, leader, epoch, isr, 1), zxid=zxid)
+
+
+@pytest.fixture
+def app_factory(stack: LocalStack, tmp_path: Path) -> Iterator:
+    apps: list[StreamApp] = []
+    assert stack.state
+
+    def start(topic: str) -> StreamApp:
+        app = StreamApp(StreamConfig(bootstrap_servers=stack.state.bootstrap_servers, events_topic=topic,
+                                     checkpoint=tmp_path / "checkpoint", metrics_host="127.0.0.1",
+                                     metrics_port=0, master="local[2]", trigger_seconds=0.5,
+                                     shuffle_partitions=2, spark_jars=tuple(stack.tools.spark_jar_list())))
+        apps.append(app)
+        app.start()
+        return app
+
+    yield start
+    for app in apps:
+        app.stop()
+
+
+def test_views_follow_events_and_survive_replays_restarts_and_garbage(stack: LocalStack, app_factory) -> None:
+    topic = "kmon-events-stream-test"
+    ev = Events(stack, topic)
+    ev.send("controller", "controller", ControllerState(1, 5))
+    for b in (1, 2, 3):
+        ev.send("broker", f"broker:{b}", BrokerState(b, "127.0.0.1", 9000 + b, None))
+    ev.send("topic", "topic:orders", TopicState("orders", None, {0: (1, 2, 3), 1: (2, 3, 1)},
+                                                config={"min.insync.replicas": "2"}))
+    ev.partition(0, 1, (1, 2, 3), 0)
+    ev.partition(1, 2, (2, 3, 1), 0)
+
+    app = app_factory(topic)
+    port = app.metrics_port
+    eventually(lambda: value(port, "kmon_partitions", topic="orders") == 2, 120, "partitions exported")
+    assert value(port, "kmon_controller_id") == 1
+    assert value(port, "kmon_brokers") == 3
+    assert value(port, "kmon_under_replicated_partitions", topic="orders") == 0
+
+    # broker 3 dies: it leaves both ISRs; partition 1's leader moves from 2 to 3? no: 2 stays leader
+    ev.send("broker", "broker:3", None, op="delete")
+    ev.partition(0, 1, (1, 2), 0)
+    ev.partition(1, 2, (2, 1), 0)
+    eventually(lambda: value(port, "kmon_under_replicated_partitions", topic="orders") == 2, 60, "URP")
+    assert value(port, "kmon_isr_shrinks_total", topic="orders", broker="3") == 2
+    assert value(port, "kmon_broker_up", broker="3") == 0
+    assert value(port, "kmon_at_min_isr_partitions", topic="orders") == 2
+
+    # the same changes replayed (a collector resync re-reading the same znodes): nothing counts twice
+    zxid = ev.zxid
+    ev.partition(0, 1, (1, 2), 0, zxid=zxid - 1)
+    ev.partition(1, 2, (2, 1), 0, zxid=zxid)
+    # garbage on the topic: counted, skipped, the query keeps running
+    ev.raw(b"itest/partition:orders:0", b"{not json")
+    ev.raw(None, b"\x00\x01garbage")
+    eventually(lambda: (value(port, "kmon_malformed_total", source="unknown") or 0) >= 1, 60, "malformed counted")
+    # a leader election after the garbage still applies
+    ev.partition(1, 1, (1,), 1)
+    eventually(lambda: value(port, "kmon_leader_elections_total", topic="orders") == 1, 60, "election")
+    assert value(port, "kmon_isr_shrinks_total", topic="orders", broker="3") == 2
+    assert value(port, "kmon_isr_shrinks_total", topic="orders", broker="2") == 1
+    assert app.failure() is None
+    before = {k: v for k, v in metrics(port).items() if k[0].startswith("kmon_") and "stream" not in k[0]
+              and not k[0].startswith(("kmon_events", "kmon_malformed", "kmon_last_event", "kmon_event_delay"))
+              and not k[0].endswith("_created")}
+    app.stop()
+
+    # restart from the checkpoint: the same values before any new event arrives
+    app2 = app_factory(topic)
+    port2 = app2.metrics_port
+    eventually(lambda: value(port2, "kmon_partitions", topic="orders") == 2, 120, "restored views")
+    after = {k: v for k, v in metrics(port2).items() if k in before}
+    assert after == before
+    ev.partition(1, 2, (1, 2), 2)  # broker 2 back in, and leader again
+    eventually(lambda: value(port2, "kmon_leader_elections_total", topic="orders") == 2, 60, "second election")
+    assert value(port2, "kmon_isr_expands_total", topic="orders", broker="2") == 1
+    assert value(port2, "kmon_isr_shrinks_total", topic="orders", broker="3") == 2

@@ -1,0 +1,236 @@
+import pytest
+
+from kmon.events import (ControllerState, Event, GroupMember, GroupState, MalformedEvent,
+                         PartitionState, SnapshotMarker, TopicLag, TopicState)
+from streaming.records import (Applied, EntityRecord, apply_event, record_from_json,
+                               record_to_json)
+
+
+def zk(kind: str, entity: str, data, zxid: int | None, op: str = "upsert", at: int = 1000,
+       snapshot_id: str | None = None) -> Event:
+    return Event(cluster="c1", source="zk", kind=kind, entity=entity, op=op, observed_ms=at,
+                 data=data, zxid=zxid, snapshot_id=snapshot_id)
+
+
+def part_event(zxid: int, leader: int, isr: tuple[int, ...], op: str = "upsert", **kw) -> Event:
+    state = PartitionState("t", 0, leader, 0, isr, 1) if op == "upsert" else None
+    return zk("partition", "partition:t:0", state, zxid, op=op, **kw)
+
+
+def group_event(generation: int, state: str = "Stable", at: int = 1000, op: str = "upsert",
+                **kw) -> Event:
+    data = GroupState(group="g", state=state, generation=generation, **kw) if op == "upsert" else None
+    return Event(cluster="c1", source="groups", kind="group", entity="group:g", op=op,
+                 observed_ms=at, data=data)
+
+
+def marker(kind: str, snapshot_id: str, at: int) -> Event:
+    return Event(cluster="c1", source="zk", kind=kind, entity="snapshot:zk", op="marker",
+                 observed_ms=at, data=SnapshotMarker(snapshot_id, "reconnect"))
+
+
+def fold(events, record: EntityRecord | None = None) -> tuple[EntityRecord | None, list[Applied]]:
+    outcomes = []
+    for e in events:
+        record, applied = apply_event(record, e)
+        outcomes.append(applied)
+    return record, outcomes
+
+
+# ------------------------------------------------------------------ partitions
+
+FOLLOWER_DIES = [part_event(10, 1, (1, 2, 3)), part_event(11, 1, (1, 3)), part_event(12, 1, (1, 2, 3))]
+
+
+def test_counts_isr_changes_per_broker():
+    rec, outcomes = fold(FOLLOWER_DIES)
+    assert outcomes == [Applied.APPLIED] * 3
+    assert rec.counters == {"isr_shrinks:2": 1, "isr_expands:2": 1}
+    assert rec.zxid == 12 and rec.state.isr == (1, 2, 3)
+
+
+def test_replaying_the_same_events_never_counts_twice():
+    rec, _ = fold(FOLLOWER_DIES)
+    replayed, outcomes = fold(FOLLOWER_DIES, rec)
+    assert replayed.counters == rec.counters and replayed.state == rec.state
+    assert outcomes == [Applied.STALE, Applied.STALE, Applied.DUPLICATE]
+
+
+def test_equal_state_at_a_newer_zxid_changes_nothing_but_the_bookkeeping():
+    rec, _ = fold(FOLLOWER_DIES)
+    rec2, applied = apply_event(rec, part_event(20, 1, (1, 2, 3), at=5000))
+    assert applied is Applied.DUPLICATE
+    assert rec2.counters == rec.counters and rec2.zxid == 20 and rec2.last_observed_ms == 5000
+
+
+def test_election_and_unclean_election():
+    rec, _ = fold([part_event(1, 1, (1, 2)), part_event(2, 2, (2,)),      # clean
+                   part_event(3, -1, (2,)),                               # offline
+                   part_event(4, 3, (3,))])                               # unclean
+    assert rec.counters["leader_elections"] == 2
+    assert rec.counters["unclean_leader_elections"] == 1
+
+
+def test_duplicate_in_a_snapshot_records_the_snapshot_id():
+    rec, _ = fold(FOLLOWER_DIES)
+    rec2, applied = apply_event(rec, part_event(12, 1, (1, 2, 3), snapshot_id="s2"))
+    assert applied is Applied.DUPLICATE and rec2.snapshot_id == "s2"
+
+
+def test_delete_keeps_a_tombstone_without_counters():
+    rec, _ = fold(FOLLOWER_DIES)
+    rec, applied = apply_event(rec, part_event(13, 0, (), op="delete"))
+    assert applied is Applied.APPLIED
+    assert rec.deleted and rec.state is None and rec.counters == {} and rec.zxid == 13
+
+
+def test_delete_at_the_records_zxid_still_deletes():
+    rec, _ = fold(FOLLOWER_DIES)
+    rec, applied = apply_event(rec, part_event(12, 0, (), op="delete"))
+    assert applied is Applied.APPLIED and rec.deleted
+
+
+def test_older_delete_is_stale_and_repeated_delete_a_duplicate():
+    rec, _ = fold(FOLLOWER_DIES)
+    assert apply_event(rec, part_event(5, 0, (), op="delete"))[1] is Applied.STALE
+    tomb, _ = apply_event(rec, part_event(13, 0, (), op="delete"))
+    assert apply_event(tomb, part_event(14, 0, (), op="delete"))[1] is Applied.DUPLICATE
+
+
+def test_stale_replay_after_delete_does_not_resurrect():
+    rec, _ = fold(FOLLOWER_DIES + [part_event(13, 0, (), op="delete")])
+    for old in FOLLOWER_DIES:
+        again, applied = apply_event(rec, old)
+        assert applied is Applied.STALE and again.deleted and again.state is None
+
+
+def test_recreate_after_delete_starts_afresh():
+    rec, _ = fold(FOLLOWER_DIES + [part_event(13, 0, (), op="delete")])
+    rec, applied = apply_event(rec, part_event(14, 4, (4,)))   # nothing counted against (1,2,3)
+    assert applied is Applied.APPLIED
+    assert not rec.deleted and rec.counters == {} and rec.state.leader == 4
+
+
+def test_delete_of_an_unknown_entity_guards_against_older_upserts():
+    rec, applied = apply_event(None, part_event(13, 0, (), op="delete"))
+    assert applied is Applied.APPLIED and rec.deleted
+    assert apply_event(rec, part_event(12, 1, (1,)))[1] is Applied.STALE
+
+
+def test_controller_changes():
+    events = [zk("controller", "controller", ControllerState(b, e), z)
+              for z, (b, e) in enumerate([(1, 5), (-1, 5), (2, 6), (2, 6)], start=1)]
+    rec, outcomes = fold(events)
+    assert rec.counters == {"controller_changes": 2}
+    assert outcomes[-1] is Applied.DUPLICATE
+
+
+@pytest.mark.parametrize("event", [
+    zk("topic", "partition:t:0", TopicState("t", None, {}), 1),          # kind of another record
+    zk("partition", "partition:t:0", TopicState("t", None, {}), 1),      # data of another kind
+    zk("partition", "partition:t:0", PartitionState("t", 0, 1, 0, (1,), 1), 1, op="marker"),
+    Event("c2", "zk", "partition", "partition:t:0", "upsert", 1, PartitionState("t", 0, 1, 0, (1,), 1), 1),
+])
+def test_events_that_do_not_fit_the_record_are_malformed(event):
+    rec, _ = fold(FOLLOWER_DIES)
+    assert apply_event(rec, event) == (rec, Applied.MALFORMED)
+
+
+# ------------------------------------------------------------------ groups
+
+def test_group_generation_steps_incl_skipped():
+    rec, outcomes = fold([group_event(5), group_event(6), group_event(9)])
+    assert outcomes == [Applied.APPLIED] * 3
+    assert rec.counters == {"rebalances": 4}            # first seen at 5 counts nothing
+
+
+def test_group_lower_generation_is_stale_same_generation_updates():
+    rec, _ = fold([group_event(5), group_event(6)])
+    rec2, applied = apply_event(rec, group_event(5, state="PreparingRebalance"))
+    assert applied is Applied.STALE and rec2.state == rec.state
+    members = (GroupMember("m1", "c", "h"),)
+    rec3, applied = apply_event(rec, group_event(6, members=members))
+    assert applied is Applied.APPLIED and rec3.state.members == members
+    assert rec3.counters == {"rebalances": 1}
+
+
+def test_group_state_since_follows_the_group_state():
+    rec, _ = fold([group_event(5, state="Stable", at=1000), group_event(5, state="Stable", at=2000,
+                                                                           lag={"t": TopicLag(3, None)})])
+    assert rec.state_since_ms == 1000
+    rec, _ = apply_event(rec, group_event(5, state="PreparingRebalance", at=3000))
+    assert rec.state_since_ms == 3000
+    rec, _ = apply_event(rec, group_event(6, state="Stable", at=4000, state_since_ms=3500))
+    assert rec.state_since_ms == 3500
+
+
+def test_admin_events_without_generation_keep_the_known_one():
+    rec, _ = fold([group_event(7, origin="offsets"), group_event(-1, state="PreparingRebalance"),
+                   group_event(8, origin="offsets")])
+    assert rec.state.generation == 8 and rec.counters == {"rebalances": 1}
+
+
+def test_offsets_events_keep_the_polled_lag():
+    lag = {"t": TopicLag(10, 2.5)}
+    rec, _ = fold([group_event(7, lag=lag), group_event(8, origin="offsets")])
+    assert rec.state.lag == lag
+
+
+def test_group_deleted_and_recreated_restarts():
+    rec, _ = fold([group_event(5), group_event(9), group_event(0, op="delete"), group_event(1)])
+    assert not rec.deleted and rec.state.generation == 1 and rec.counters == {}
+
+
+def test_dead_group_recreated_restarts_its_generations():
+    rec, outcomes = fold([group_event(5), group_event(9), group_event(-1, state="Dead"),
+                          group_event(1), group_event(2)])
+    assert outcomes[-2:] == [Applied.APPLIED, Applied.APPLIED]
+    assert rec.state.generation == 2 and rec.counters == {"rebalances": 1}
+
+
+# ------------------------------------------------------------------ snapshot markers
+
+def test_snapshot_markers_count_resyncs_once():
+    rec, outcomes = fold([marker("snapshot_begin", "s1", 100), marker("snapshot_end", "s1", 200),
+                          marker("snapshot_end", "s1", 200), marker("snapshot_begin", "s1", 100)])
+    assert outcomes == [Applied.APPLIED, Applied.APPLIED, Applied.DUPLICATE, Applied.DUPLICATE]
+    assert rec.entity == "snapshot:zk" and rec.kind == "snapshot_end"
+    assert rec.counters == {"resyncs": 1} and rec.snapshot_id == "s1" and rec.state_since_ms == 100
+
+
+def test_snapshot_in_progress_keeps_the_completed_one():
+    rec, _ = fold([marker("snapshot_begin", "s1", 100), marker("snapshot_end", "s1", 200),
+                   marker("snapshot_begin", "s2", 300)])
+    assert rec.kind == "snapshot_begin" and rec.state.snapshot_id == "s2"
+    assert (rec.snapshot_id, rec.state_since_ms) == ("s1", 100)
+    rec, _ = apply_event(rec, marker("snapshot_end", "s2", 400))
+    assert (rec.snapshot_id, rec.state_since_ms, rec.counters["resyncs"]) == ("s2", 300, 2)
+
+
+def test_end_marker_without_its_begin_is_malformed():
+    assert apply_event(None, marker("snapshot_end", "s1", 200)) == (None, Applied.MALFORMED)
+    rec, _ = apply_event(None, marker("snapshot_begin", "s1", 100))
+    assert apply_event(rec, marker("snapshot_end", "s0", 200)) == (rec, Applied.MALFORMED)
+
+
+# ------------------------------------------------------------------ JSON form
+
+@pytest.mark.parametrize("events", [
+    FOLLOWER_DIES,
+    FOLLOWER_DIES + [part_event(13, 0, (), op="delete")],
+    [group_event(5, members=(GroupMember("m", "c", "h", assignment=("t:0",)),),
+                 lag={"t": TopicLag(4, 1.5, {0: 4})}), group_event(7)],
+    [zk("topic", "topic:t", TopicState("t", "id", {0: (1, 2)}, adding={0: (2,)},
+                                       config={"min.insync.replicas": "2"}), 3)],
+    [marker("snapshot_begin", "s1", 100), marker("snapshot_end", "s1", 200)],
+])
+def test_json_round_trip(events):
+    rec, _ = fold(events)
+    assert record_from_json(record_to_json(rec)) == rec
+
+
+def test_corrupt_json_state_raises_malformed():
+    rec, _ = fold(FOLLOWER_DIES)
+    broken = record_to_json(rec).replace('\\"leader\\":1', '\\"leader\\":\\"x\\"')
+    with pytest.raises(MalformedEvent):
+        record_from_json(broken)
