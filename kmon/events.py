@@ -170,6 +170,9 @@ class SnapshotMarker:
     snapshot_id: str
     reason: str                      # start | reconnect | expired | buffer_overflow
     entities: int = 0                # on snapshot_end: entities in the snapshot
+    # on snapshot_end: observed_ms of its snapshot_begin, so a consumer of the compacted
+    # topic that never saw the begin marker still knows what the snapshot covered
+    begun_ms: int | None = None
 
 
 STATE_TYPES: dict[str, type] = {

@@ -190,13 +190,18 @@ def _apply_marker(record: EntityRecord | None, event: Event) -> tuple[EntityReco
         base = record or _empty(event)
         return replace(base, kind=event.kind, source=event.source, state=marker,
                        last_observed_ms=event.observed_ms), Applied.APPLIED
-    if not begun_here:
-        # Without its begin marker (e.g. compacted away) the snapshot's start is unknown,
-        # and sweeping on a guess could hide live entities.
+    if begun_here:
+        begun = record.last_observed_ms
+    elif marker.begun_ms is not None:  # the begin marker was compacted away or never seen
+        begun = marker.begun_ms
+    else:
+        # Without its start the snapshot's coverage is unknown, and sweeping on a guess
+        # could hide live entities.
         return record, Applied.MALFORMED
-    return replace(record, kind=event.kind, state=marker, snapshot_id=marker.snapshot_id,
-                   state_since_ms=record.last_observed_ms, last_observed_ms=event.observed_ms,
-                   counters=_add(record.counters, {RESYNCS: 1})), Applied.APPLIED
+    base = record or _empty(event)
+    return replace(base, kind=event.kind, state=marker, snapshot_id=marker.snapshot_id,
+                   state_since_ms=begun, last_observed_ms=event.observed_ms,
+                   counters=_add(base.counters, {RESYNCS: 1})), Applied.APPLIED
 
 
 # ---------------------------------------------------------------- state-store form

@@ -24,9 +24,9 @@ def group_event(generation: int, state: str = "Stable", at: int = 1000, op: str 
                  observed_ms=at, data=data)
 
 
-def marker(kind: str, snapshot_id: str, at: int) -> Event:
+def marker(kind: str, snapshot_id: str, at: int, begun_ms: int | None = None) -> Event:
     return Event(cluster="c1", source="zk", kind=kind, entity="snapshot:zk", op="marker",
-                 observed_ms=at, data=SnapshotMarker(snapshot_id, "reconnect"))
+                 observed_ms=at, data=SnapshotMarker(snapshot_id, "reconnect", begun_ms=begun_ms))
 
 
 def fold(events, record: EntityRecord | None = None) -> tuple[EntityRecord | None, list[Applied]]:
@@ -205,6 +205,12 @@ def test_snapshot_in_progress_keeps_the_completed_one():
     assert (rec.snapshot_id, rec.state_since_ms) == ("s1", 100)
     rec, _ = apply_event(rec, marker("snapshot_end", "s2", 400))
     assert (rec.snapshot_id, rec.state_since_ms, rec.counters["resyncs"]) == ("s2", 300, 2)
+
+
+def test_end_marker_whose_begin_was_compacted_away_uses_its_begun_time():
+    rec, applied = apply_event(None, marker("snapshot_end", "s1", 200, begun_ms=150))
+    assert applied is Applied.APPLIED
+    assert (rec.snapshot_id, rec.state_since_ms, rec.counters["resyncs"]) == ("s1", 150, 1)
 
 
 def test_end_marker_without_its_begin_is_malformed():
