@@ -1,0 +1,332 @@
+"""The Prometheus alert rules, their promtool unit tests, and the Prometheus/Alertmanager configs.
+
+Runs promtool (and amtool, when installed) on the files in deploy/, and checks that the
+rules cover the design brief's alerts and only use metric names from kmon.metrics.
+The venv has no YAML library, so the rule file is read by a small reader of the block
+YAML the rule file is written in (see ``load_rules``); promtool checks the real syntax.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kmon.metrics import known_series_names
+
+REPO = Path(__file__).resolve().parents[2]
+RULES_DIR = REPO / "deploy" / "prometheus" / "rules"
+RULES = RULES_DIR / "kmon-alerts.yml"
+RULE_TESTS = RULES_DIR / "kmon-alerts.test.yml"
+PROMETHEUS_TEMPLATE = REPO / "deploy" / "prometheus" / "prometheus.yml.tmpl"
+ALERTMANAGER_CONFIG = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+
+# The "Alerts" section of the design brief; "collector down" and "pipeline stalled" are
+# the monitor's own alerts.
+DESIGN_ALERTS = (
+    "NoActiveController", "ControllerFlapping", "IsrShrinking", "UnderReplicatedPartitions",
+    "UnderMinIsr", "OfflinePartitions", "UncleanLeaderElection", "BrokerDown", "LeaderImbalance",
+    "ConsumerGroupRebalanceStorm", "ConsumerGroupStuckRebalancing", "ConsumerGroupLagSeconds",
+    "KmonCollectorDown", "KmonPipelineStalled",
+)
+# Prometheus' own series a rule may use.
+BUILTIN_SERIES = frozenset({"up", "scrape_duration_seconds", "scrape_samples_scraped",
+                            "scrape_series_added", "ALERTS", "ALERTS_FOR_STATE"})
+AGGREGATIONS = ("sum", "min", "max", "avg", "group", "count", "stddev", "stdvar",
+                "topk", "bottomk", "quantile", "count_values")
+
+
+# ------------------------------------------------------------------ reading the rule file
+
+def _scalar(text: str) -> str:
+    text = text.strip()
+    if text.startswith('"'):
+        return json.loads(text)  # YAML double-quoted escapes, as used here, are JSON's
+    if text.startswith("'"):
+        return text[1:-1].replace("''", "'")
+    return re.sub(r"\s+#.*$", "", text)
+
+
+def load_rules(path: Path = RULES) -> list[dict]:
+    """Rules of a block-style rule file: name, kind, expr, for, labels, annotations.
+
+    Handles what kmon-alerts.yml uses: ``- alert:``/``- record:`` items, ``key: scalar``
+    (plain, single- or double-quoted), ``key: |`` block scalars, and the ``labels:`` and
+    ``annotations:`` maps. Anything else inside a rule is an error, not silently skipped.
+    """
+    rules: list[dict] = []
+    rule: dict | None = None
+    lines = path.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        start = re.match(r"^\s*- (alert|record):\s*(.+)$", line)
+        if start:
+            rule = {"kind": start[1], "name": _scalar(start[2]), "labels": {}, "annotations": {},
+                    "_indent": indent + 2, "_map": None}
+            rules.append(rule)
+            continue
+        if rule is None:
+            continue
+        if indent < rule["_indent"]:
+            rule = None
+            continue
+        kv = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*):\s*(.*)$", line)
+        assert kv, f"{path}:{i}: unsupported line in rule {rule['name']}: {line!r}"
+        key, value = kv[1], kv[2]
+        if indent > rule["_indent"]:
+            assert rule["_map"], f"{path}:{i}: unexpected nesting in rule {rule['name']}"
+            rule[rule["_map"]][key] = _scalar(value)
+            continue
+        rule["_map"] = None
+        if key in ("labels", "annotations") and not value:
+            rule["_map"] = key
+        elif value.startswith(("|", ">")):
+            block = []
+            while i < len(lines) and (not lines[i].strip() or
+                                      len(lines[i]) - len(lines[i].lstrip()) > rule["_indent"]):
+                block.append(lines[i])
+                i += 1
+            margin = min(len(b) - len(b.lstrip()) for b in block if b.strip())
+            text = "\n".join(b[margin:] for b in block).strip("\n")
+            rule[key] = text if value.startswith("|") else " ".join(text.split())
+        else:
+            rule[key] = _scalar(value)
+    for r in rules:
+        del r["_indent"], r["_map"]
+    return rules
+
+
+@pytest.fixture(scope="module")
+def rules() -> list[dict]:
+    return load_rules()
+
+
+@pytest.fixture(scope="module")
+def alerts(rules: list[dict]) -> dict[str, dict]:
+    return {r["name"]: r for r in rules if r["kind"] == "alert"}
+
+
+@pytest.fixture(scope="module")
+def records(rules: list[dict]) -> dict[str, dict]:
+    return {r["name"]: r for r in rules if r["kind"] == "record"}
+
+
+def _strip_strings(expr: str) -> str:
+    return re.sub(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'', '""', expr)
+
+
+def _duration_s(text: str) -> float:
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+    total = 0.0
+    for amount, unit in re.findall(r"(\d+)(ms|s|m|h|d)", text):
+        total += int(amount) * units[unit]
+    return total
+
+
+def _inlined(expr: str, records: dict[str, dict]) -> str:
+    """The expression with the recording rules it uses replaced by their expressions."""
+    for name, rec in records.items():
+        expr = re.sub(rf"(?<![\w:]){re.escape(name)}(?![\w:])", lambda _m: f"({rec['expr']})", expr)
+    return expr
+
+
+# ------------------------------------------------------------------ promtool
+
+def _run(*cmd: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_promtool_check_rules() -> None:
+    res = _run(PROMTOOL, "check", "rules", str(RULES))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS" in res.stdout
+
+
+def test_promtool_unit_tests_pass() -> None:
+    res = _run(PROMTOOL, "test", "rules", RULE_TESTS.name, cwd=RULES_DIR)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS" in res.stdout
+
+
+# ------------------------------------------------------------------ the rules' content
+
+def test_the_reader_sees_every_rule(rules: list[dict]) -> None:
+    text = RULES.read_text()
+    assert len(rules) == len(re.findall(r"^\s*- (?:alert|record):", text, re.M))
+    for r in rules:
+        assert r.get("expr"), f"{r['name']}: no expr"
+
+
+def test_every_alert_of_the_design_brief_exists(alerts: dict[str, dict]) -> None:
+    missing = [a for a in DESIGN_ALERTS if a not in alerts]
+    assert not missing, f"alerts of the design brief without a rule: {missing}"
+
+
+@pytest.mark.parametrize("name", DESIGN_ALERTS)
+def test_alert_has_severity_and_annotations(alerts: dict[str, dict], name: str) -> None:
+    rule = alerts[name]
+    assert rule["labels"].get("severity") in ("critical", "warning"), rule["labels"]
+    ann = rule["annotations"]
+    for key in ("summary", "description", "runbook"):
+        assert ann.get(key, "").strip(), f"{name}: no {key}"
+    assert "$labels" in ann["description"], f"{name}: description names no label"
+    assert "\n" not in ann["runbook"], f"{name}: runbook must be one line"
+    assert "for" in rule, f"{name}: no `for:`"
+
+
+def test_metric_names_exist(rules: list[dict], records: dict[str, dict]) -> None:
+    known = known_series_names()
+    problems = []
+    for r in rules:
+        expr = r["expr"]
+        for pattern in re.findall(r'__name__\s*=~\s*"([^"]*)"', expr):
+            if not any(re.fullmatch(pattern, n) for n in known):
+                problems.append(f"{r['name']}: __name__=~{pattern!r} matches no catalogued metric")
+        bare = _strip_strings(expr)
+        for name in re.findall(r"(?<![\w:])(kmon_\w+)(?![\w:])", bare):
+            if name not in known:
+                problems.append(f"{r['name']}: unknown metric {name}")
+        for name in re.findall(r"(?<![\w:.])([A-Za-z_]\w*:[\w:]*)(?![\w:])", bare):
+            if name not in records:
+                problems.append(f"{r['name']}: uses {name}, which no rule records")
+        for name in re.findall(r"(?<![\w:])([A-Za-z_]\w*)\s*\{", bare):
+            if not name.startswith("kmon_") and name not in BUILTIN_SERIES:
+                problems.append(f"{r['name']}: {name} is neither a kmon metric nor a Prometheus built-in")
+    assert not problems, "\n".join(problems)
+
+
+def test_recording_rule_names_follow_their_metric(records: dict[str, dict]) -> None:
+    known = known_series_names()
+    for name, rec in records.items():
+        level, metric, _ops = name.split(":")
+        assert "cluster" in level.split("_"), name
+        assert metric in known or metric + "_total" in known, f"{name}: {metric} is not catalogued"
+        assert metric in rec["expr"], name
+
+
+def test_every_aggregation_keeps_cluster(rules: list[dict]) -> None:
+    problems = []
+    for r in rules:
+        bare = _strip_strings(r["expr"])
+        for m in re.finditer(rf"\b({'|'.join(AGGREGATIONS)})\b\s*(by\s*\(([^)]*)\)|without\s*\(([^)]*)\)|\()",
+                             bare):
+            if m[3] is not None:
+                if "cluster" not in [x.strip() for x in m[3].split(",")]:
+                    problems.append(f"{r['name']}: {m[0]!r} drops cluster")
+            elif m[4] is not None:
+                if "cluster" in [x.strip() for x in m[4].split(",")]:
+                    problems.append(f"{r['name']}: {m[0]!r} drops cluster")
+            else:
+                problems.append(f"{r['name']}: {m[1]}(...) without `by (cluster, ...)`")
+    assert not problems, "\n".join(problems)
+
+
+def test_burst_alerts_count_with_increase(alerts: dict[str, dict], records: dict[str, dict]) -> None:
+    assert "increase(kmon_controller_changes_total[" in _inlined(alerts["ControllerFlapping"]["expr"], records)
+    assert "increase(kmon_isr_shrinks_total[" in _inlined(alerts["IsrShrinking"]["expr"], records)
+
+
+def test_broker_kill_alerts_are_fast_enough(alerts: dict[str, dict]) -> None:
+    # The fault-scenario tests expect these within ~1 minute of a killed broker, of which
+    # failure detection and the pipeline take about half.
+    for name in ("IsrShrinking", "UnderReplicatedPartitions", "BrokerDown"):
+        assert _duration_s(alerts[name]["for"]) <= 30, name
+    # BrokerDown inhibits the others in Alertmanager: it must not become firing later.
+    for name in ("IsrShrinking", "UnderReplicatedPartitions", "UnderMinIsr"):
+        assert _duration_s(alerts["BrokerDown"]["for"]) <= _duration_s(alerts[name]["for"]), name
+
+
+def test_leader_imbalance_uses_kafkas_ten_percent(alerts: dict[str, dict]) -> None:
+    expr = alerts["LeaderImbalance"]["expr"]
+    assert re.search(r"kmon_broker_leader_imbalance_ratio\)\s*>\s*0\.10?\b", expr), expr
+
+
+def test_every_alert_has_firing_and_silent_unit_tests() -> None:
+    text = RULE_TESTS.read_text()
+    firing: set[str] = set()
+    silent: set[str] = set()
+    # each alert_rule_test item runs from its alertname to the next eval_time/alertname
+    for m in re.finditer(r"alertname:\s*([A-Za-z]+)(.*?)(?=eval_time:|alertname:|\Z)", text, re.S):
+        body = m[2]
+        if re.search(r"exp_alerts:\s*\[\s*\]", body):
+            silent.add(m[1])
+        elif "exp_labels:" in body and "summary:" in body:
+            firing.add(m[1])
+    assert not [a for a in DESIGN_ALERTS if a not in firing], f"no firing case: {set(DESIGN_ALERTS) - firing}"
+    assert not [a for a in DESIGN_ALERTS if a not in silent], f"no silent case: {set(DESIGN_ALERTS) - silent}"
+
+
+def test_job_names_match_the_scrape_config(rules: list[dict]) -> None:
+    jobs = set(re.findall(r"^\s*- job_name:\s*(\S+)", PROMETHEUS_TEMPLATE.read_text(), re.M))
+    assert {"kmon-stream", "kmon-collector"} <= jobs
+    used = {j for r in rules for j in re.findall(r'job\s*=\s*"([^"]+)"', r["expr"])}
+    assert used and used <= jobs, used - jobs
+
+
+# ------------------------------------------------------------------ Prometheus config
+
+def render_prometheus_config(tmp_path: Path) -> Path:
+    """The template with its placeholders replaced the way kmon/stack/configs.py does."""
+    text = PROMETHEUS_TEMPLATE.read_text()
+    values = {
+        "{{STREAM_TARGETS}}": json.dumps(["127.0.0.1:9308"]),
+        "{{COLLECTOR_TARGETS}}": json.dumps(["127.0.0.1:9310", "127.0.0.1:9311"]),
+        "{{ALERTMANAGER}}": json.dumps(["127.0.0.1:9093"]),
+        "{{RULES_DIR}}": str(RULES_DIR),
+    }
+    for placeholder, value in values.items():
+        assert placeholder in text, f"{placeholder} missing from the template"
+        text = text.replace(placeholder, value)
+    assert "{{" not in text.replace("{{ ", ""), "unreplaced placeholder"
+    out = tmp_path / "prometheus.yml"
+    out.write_text(text)
+    return out
+
+
+def test_prometheus_config_is_valid_and_loads_the_rules(tmp_path: Path) -> None:
+    cfg = render_prometheus_config(tmp_path)
+    res = _run(PROMTOOL, "check", "config", str(cfg))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert str(RULES) in res.stdout, "the rules file is not loaded"
+    assert RULE_TESTS.name not in res.stdout, "the unit-test file must not be loaded as rules"
+    text = cfg.read_text()
+    assert re.search(r"^\s*scrape_interval:\s*5s\s*$", text, re.M)
+    assert re.search(r"^\s*evaluation_interval:\s*5s\s*$", text, re.M)
+
+
+# ------------------------------------------------------------------ Alertmanager config
+
+def test_alertmanager_config_amtool() -> None:
+    amtool = shutil.which("amtool")
+    if amtool is None:
+        pytest.skip("amtool is not installed (Debian: package prometheus-alertmanager); "
+                    "the structure of alertmanager.yml is still checked by the next test")
+    res = _run(amtool, "check-config", str(ALERTMANAGER_CONFIG))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS" in res.stdout
+
+
+def test_alertmanager_routes_and_inhibitions() -> None:
+    text = ALERTMANAGER_CONFIG.read_text()
+    live = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    group_by = re.search(r"^\s*group_by:\s*\[([^\]]*)\]", live, re.M)
+    assert group_by and "cluster" in group_by[1]
+    for severity in ("critical", "warning"):
+        assert re.search(rf"matchers:.*severity\s*=\s*\\?\"?{severity}", live), severity
+    inhibit = live[live.index("inhibit_rules:"):]
+    blocks = re.split(r"^\s*- source_matchers:", inhibit, flags=re.M)[1:]
+    broker_down = [b for b in blocks if re.match(r"\s*\[\s*'alertname=\"BrokerDown\"'", b)]
+    assert broker_down, "no inhibition by BrokerDown"
+    block = broker_down[0]
+    for target in ("UnderReplicatedPartitions", "IsrShrinking", "UnderMinIsr"):
+        assert target in block, target
+    assert re.search(r"equal:\s*\[\s*cluster\s*\]", block)
