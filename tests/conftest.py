@@ -1,7 +1,6 @@
 """Fixtures: real local stacks (ZooKeeper + Kafka brokers), always torn down."""
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Iterator
 
@@ -10,7 +9,6 @@ import pytest
 from kmon.stack.local import LocalStack, StackRequest
 from kmon.stack.toolchain import Toolchain, find_toolchain
 
-log = logging.getLogger("kmon.tests")
 
 
 @pytest.fixture(scope="session")
@@ -40,9 +38,6 @@ def session_stack(tmp_path_factory: pytest.TempPathFactory, toolchain: Toolchain
 
 @pytest.fixture
 def stack(session_stack: LocalStack) -> Iterator[LocalStack]:
-    """The session stack, with every broker running again after the test (even on failure)."""
+    """The session stack, with every process running again after the test (even on failure)."""
     yield session_stack
-    for broker_id in session_stack.broker_ids():
-        if not session_stack._broker(broker_id).alive():
-            log.info("restarting broker %d left down by the test", broker_id)
-            session_stack.start_broker(broker_id)
+    session_stack.restart_stopped()

@@ -41,6 +41,7 @@ class Component:
     log: str
     marker: str          # unique string in the process's command line (its config file)
     pid: int = 0
+    ready_url: str = ""  # HTTP endpoint answering 200 once the process serves
 
     def alive(self) -> bool:
         return self.pid > 0 and pid_alive(self.pid)
@@ -126,7 +127,7 @@ class LocalStack:
                 port = req.first_broker_port + i if req.first_broker_port else free_port()
                 self._write_broker(i + 1, port, profile)
             for i in range(req.brokers):  # all at once: the JVMs start in parallel
-                self._spawn(self.state.components[f"broker-{i + 1}"])
+                self._spawn(self.component(f"broker-{i + 1}"))
             for i in range(req.brokers):
                 self._wait_broker(i + 1)
             wait_until(lambda: self.controller_id() >= 0, 60, "controller election")
@@ -158,18 +159,52 @@ class LocalStack:
             self.state = None
         return stopped
 
-    # ------------------------------------------------------------------ brokers
-    def kill_broker(self, broker_id: int, sig: int = signal.SIGKILL) -> None:
-        c = self._broker(broker_id)
-        log.info("sending %s to broker %d (pid %d)", signal.Signals(sig).name, broker_id, c.pid)
+    # ------------------------------------------------------------------ processes
+    def add_service(self, name: str, argv: list[str], port: int, marker: str, ready_url: str,
+                    timeout: float = 120) -> Component:
+        """Start one more process (a collector, the stream app) as part of this stack."""
+        c = self._add(name, port, argv, marker)
+        c.ready_url = ready_url
+        self.start(name, timeout)
+        return c
+
+    def start(self, name: str, timeout: float = 90) -> None:
+        """(Re)start a stopped component and wait until it is ready."""
+        c = self.component(name)
+        if c.alive():
+            raise StackError(f"{name} is already running (pid {c.pid})")
+        self._spawn(c)
+        if name.startswith("broker-"):
+            self._wait_broker(int(name.split("-")[1]), timeout)
+        elif c.ready_url:
+            wait_until(lambda: http_ok(c.ready_url), timeout, f"{name} (log: {c.log})", alive=c.alive)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        c = self.component(name)
+        log.info("sending %s to %s (pid %d)", signal.Signals(sig).name, name, c.pid)
         stop(c.pid, c.marker, timeout=30, sig=sig)
 
+    def component(self, name: str) -> Component:
+        assert self.state
+        try:
+            return self.state.components[name]
+        except KeyError:
+            raise StackError(f"no {name} in this stack (it has: {', '.join(self.state.components)})") from None
+
+    def restart_stopped(self) -> list[str]:
+        """Start again every component that is not running (tests restore what they killed)."""
+        assert self.state
+        stopped = [name for name, c in self.state.components.items() if not c.alive()]
+        for name in stopped:
+            log.info("restarting %s", name)
+            self.start(name)
+        return stopped
+
+    def kill_broker(self, broker_id: int, sig: int = signal.SIGKILL) -> None:
+        self.kill(f"broker-{broker_id}", sig)
+
     def start_broker(self, broker_id: int, timeout: float = 90) -> None:
-        c = self._broker(broker_id)
-        if c.alive():
-            raise StackError(f"broker {broker_id} is already running (pid {c.pid})")
-        self._spawn(c)
-        self._wait_broker(broker_id, timeout)
+        self.start(f"broker-{broker_id}", timeout)
 
     def broker_ids(self) -> list[int]:
         assert self.state
@@ -210,13 +245,6 @@ class LocalStack:
             client.stop(); client.close()
 
     # ------------------------------------------------------------------ internals
-    def _broker(self, broker_id: int) -> Component:
-        assert self.state
-        try:
-            return self.state.components[f"broker-{broker_id}"]
-        except KeyError:
-            raise StackError(f"no broker {broker_id} in this stack (brokers: {self.broker_ids()})") from None
-
     def _java(self, main: str, config: Path, heap: str, name: str) -> list[str]:
         return [self.tools.java, f"-Xmx{heap}", f"-Xms{heap}", *JVM_OPTS,
                 f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}",
@@ -252,7 +280,7 @@ class LocalStack:
                   self._java("kafka.Kafka", cfg, profile.broker_heap, f"broker-{broker_id}"), str(cfg))
 
     def _wait_broker(self, broker_id: int, timeout: float = 90) -> None:
-        c = self._broker(broker_id)
+        c = self.component(f"broker-{broker_id}")
         wait_until(lambda: broker_id in self.registered_brokers(), timeout,
                    f"broker {broker_id} (log: {c.log})", interval=0.5, alive=c.alive)
         log.info("broker %d registered", broker_id)

@@ -28,9 +28,7 @@ def chroot_stack(tmp_path_factory: pytest.TempPathFactory, toolchain) -> Iterato
 def any_stack(request, stack, chroot_stack) -> Iterator[LocalStack]:
     chosen = stack if request.param == "plain" else chroot_stack
     yield chosen
-    for broker_id in chosen.broker_ids():
-        if not chosen._broker(broker_id).alive():
-            chosen.start_broker(broker_id)
+    chosen.restart_stopped()
 
 
 def test_brokers_register_and_rf3_topic_is_created(any_stack: LocalStack) -> None:
@@ -63,7 +61,8 @@ def test_killed_follower_leaves_isr_and_returns_after_restart(any_stack: LocalSt
     any_stack.kill_broker(victim)
     eventually(lambda: victim not in partition_state(any_stack, topic, 0)["isr"], 60,
                f"broker {victim} out of the ISR")
-    assert victim not in any_stack.registered_brokers()
+    # the replica-lag check may shrink the ISR before the dead broker's session expires
+    eventually(lambda: victim not in any_stack.registered_brokers(), 60, f"broker {victim} deregistered")
     any_stack.start_broker(victim)
     eventually(lambda: victim in partition_state(any_stack, topic, 0)["isr"], 90,
                f"broker {victim} back in the ISR")
