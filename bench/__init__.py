@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): `python -m bench --help`. Latest figures: bench/README.md."""

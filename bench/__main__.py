@@ -1,0 +1,43 @@
+"""python -m bench [scrape|stream] ... : prints a Markdown table for bench/README.md."""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+
+from bench import scrape, stream
+
+
+def _table(rows: list[dict]) -> str:
+    cols = list(rows[0])
+    fmt = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)
+    return "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+                     + ["| " + " | ".join(fmt(r[c]) for c in cols) + " |" for r in rows])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(prog="python -m bench", description="kmon benchmarks (figures for bench/README.md)")
+    sub = p.add_subparsers(dest="what", required=True)
+    s = sub.add_parser("scrape", help="views + /metrics cost at N partitions (no Spark)")
+    s.add_argument("--partitions", default="10000,100000")
+    st = sub.add_parser("stream", help="the Spark app on a real broker")
+    st.add_argument("--partitions", type=int, default=100_000)
+    st.add_argument("--backlog", type=int, default=1_000_000)
+    st.add_argument("--delay-samples", type=int, default=50)
+    st.add_argument("--trigger", type=float, default=1.0)
+    args = p.parse_args()
+    log = lambda msg: print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    print(f"machine: {platform.node()} {platform.machine()}, python {platform.python_version()}", file=sys.stderr)
+    if args.what == "scrape":
+        rows = [scrape.run(int(n)) for n in args.partitions.split(",")]
+    else:
+        rows = [stream.run(args.partitions, args.backlog, args.delay_samples, args.trigger, log)]
+    print(_table(rows))
+    print(json.dumps(rows), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
