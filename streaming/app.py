@@ -5,6 +5,7 @@ cluster (``streaming/submit.py``), where the master comes from spark-submit.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -130,7 +131,7 @@ def _query(spark, cfg: StreamConfig, driver: ViewDriver):
 
     def sink(batch_df, batch_id: int) -> None:
         started = time.time()
-        driver.on_batch(batch_id, (r.asDict() for r in batch_df.collect()), started)
+        driver.on_batch(batch_id, (json.loads(r.result) for r in batch_df.collect()), started)
 
     return (out.writeStream.outputMode("update").foreachBatch(sink)
             .option("checkpointLocation", str(cfg.checkpoint / "spark"))

@@ -4,7 +4,6 @@ No Spark here: it takes the batch's output rows as dicts, so it is tested withou
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter
@@ -50,7 +49,7 @@ class ViewDriver:
             record = None if row["removed"] else record_from_json(str(row["record"]))
             changed[key] = record
             input_rows[cluster] += int(row["rows"])  # type: ignore[arg-type]
-            for source_kind, n in json.loads(str(row["events"])).items():
+            for source_kind, n in row["events"].items():  # type: ignore[union-attr]
                 source, kind = source_kind.split("|", 1)
                 events[(cluster, source, kind)] += n
                 if row["newest_observed_ms"] is not None:

@@ -20,9 +20,9 @@ from streaming.records import Applied, EntityRecord, apply_event, record_from_js
 # The Kafka columns the step needs; value is null for tombstones.
 INPUT_COLUMNS = ("key", "value", "partition", "offset")
 STATE_SCHEMA = "record string"
-OUTPUT_SCHEMA = ("key string, record string, removed boolean, cluster string, "
-                 "events string, malformed long, malformed_source string, malformed_reason string, "
-                 "malformed_offset long, newest_observed_ms long, rows long")
+# One JSON column: building a pandas frame per key is the step's main cost, and it
+# grows with the column count. The result's fields are those fold() returns.
+OUTPUT_SCHEMA = "key string, result string"
 
 
 def cluster_of(key: str) -> str:
@@ -31,12 +31,13 @@ def cluster_of(key: str) -> str:
     return cluster if sep and cluster else "unknown"
 
 
-def fold(key: str, record: EntityRecord | None, rows: pd.DataFrame) -> dict[str, object]:
-    """Pure: fold one key's rows (any order) into its record; returns the output row."""
+def fold(key: str, record: EntityRecord | None, rows: list[tuple[int, int, str | None]]) -> dict[str, object]:
+    """Pure: fold one key's (partition, offset, value) rows, in any order, into its record;
+    returns the output row."""
     events: dict[str, int] = {}
     malformed, reason, bad_offset, bad_source = 0, None, None, None
     newest = None
-    for value, offset in rows.sort_values(["partition", "offset"])[["value", "offset"]].itertuples(index=False):
+    for _, offset, value in sorted(rows, key=lambda r: (r[0], r[1])):
         if value is None:  # tombstone after a delete event: compaction's business, not ours
             continue
         try:
@@ -63,7 +64,7 @@ def fold(key: str, record: EntityRecord | None, rows: pd.DataFrame) -> dict[str,
         "record": record_to_json(record) if record is not None else None,
         "removed": record is None,
         "cluster": record.cluster if record is not None else cluster_of(key),
-        "events": json.dumps(events),
+        "events": events,
         "malformed": malformed,
         "malformed_source": bad_source,
         "malformed_reason": reason,
@@ -81,10 +82,12 @@ def step(key: tuple[str], frames: Iterator[pd.DataFrame], state) -> Iterator[pd.
             record = record_from_json(state.get[0])
         except (MalformedEvent, ValueError, KeyError):
             record = None  # a state from an incompatible version: rebuilt from the next events
-    rows = pd.concat(list(frames), ignore_index=True)
+    rows: list[tuple[int, int, str | None]] = []
+    for frame in frames:  # plain lists: pandas per-row work costs more than the fold itself
+        rows.extend(zip(frame["partition"].tolist(), frame["offset"].tolist(), frame["value"].tolist()))
     out = fold(key[0], record, rows)
     if out["record"] is None:
         state.remove()
     else:
         state.update((out["record"],))
-    yield pd.DataFrame([out])
+    yield pd.DataFrame({"key": [out["key"]], "result": [json.dumps(out)]})
