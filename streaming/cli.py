@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import threading
 from pathlib import Path
 
@@ -38,13 +39,16 @@ def add_stream_parser(sub: argparse._SubParsersAction, on_signal) -> None:
 def stream_config(args: argparse.Namespace) -> StreamConfig:
     if not args.bootstrap_servers:
         raise SystemExit("kmon stream: --bootstrap-servers (or KMON_BOOTSTRAP_SERVERS) is required")
+    # Under spark-submit (which starts Python with a gateway to its JVM) the master and
+    # the jars are spark-submit's: --master and --jars there.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     return StreamConfig(
         bootstrap_servers=args.bootstrap_servers, events_topic=args.events_topic,
         checkpoint=args.checkpoint, metrics_host=args.metrics_host, metrics_port=args.metrics_port,
-        master=args.master, trigger_seconds=args.trigger_interval,
+        master=None if submitted else args.master, trigger_seconds=args.trigger_interval,
         max_offsets_per_trigger=args.max_offsets_per_trigger, driver_memory=args.driver_memory,
         views=ViewOptions(detail=args.partition_detail, default_min_isr=args.default_min_isr),
-        spark_jars=tuple(find_toolchain().spark_jar_list()))
+        spark_jars=() if submitted else tuple(find_toolchain().spark_jar_list()))
 
 
 def cmd_stream(args: argparse.Namespace, on_signal) -> int:

@@ -1,12 +1,17 @@
-"""Helpers for integration tests: topics through the Admin API, partition state from ZooKeeper."""
+"""Helpers for integration tests: topics through the Admin API, partition state from ZooKeeper,
+schema events produced like a collector would, /metrics read back."""
 from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from typing import Any, Callable, TypeVar
 
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
+from kmon.events import Event, PartitionState, ZnodeMeta, encode, entity_key
 from kmon.stack.local import LocalStack
 
 T = TypeVar("T")
@@ -54,3 +59,42 @@ def assigned_replicas(stack: LocalStack, topic: str, partition: int) -> list[int
         return json.loads(data)["partitions"][str(partition)]
     finally:
         client.stop(); client.close()
+
+
+def metrics(port: int) -> dict[tuple[str, frozenset], float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def value(port: int, name: str, cluster: str, **labels: str) -> float | None:
+    return metrics(port).get((name, frozenset({"cluster": cluster, **labels}.items())))
+
+
+class Events:
+    """Produces schema events with increasing zxids, as the ZooKeeper collector would."""
+
+    def __init__(self, stack: LocalStack, topic: str, cluster: str):
+        assert stack.state
+        self.cluster = cluster
+        self.producer = Producer({"bootstrap.servers": stack.state.bootstrap_servers,
+                                  "enable.idempotence": True, "acks": "all"})
+        self.topic = topic
+        self.zxid = 100
+
+    def send(self, kind: str, entity: str, data: object, op: str = "upsert", zxid: int | None = None) -> None:
+        if zxid is None:
+            self.zxid += 1
+            zxid = self.zxid
+        event = Event(cluster=self.cluster, source="zk", kind=kind, entity=entity, op=op, observed_ms=zxid,
+                      data=data, zxid=zxid, znode=ZnodeMeta(f"/{entity}", zxid, 0, zxid))
+        self.producer.produce(self.topic, key=event.message_key, value=encode(event))
+        self.producer.flush(10)
+
+    def raw(self, key: bytes | None, value: bytes) -> None:
+        self.producer.produce(self.topic, key=key, value=value)
+        self.producer.flush(10)
+
+    def partition(self, p: int, leader: int, isr: tuple[int, ...], epoch: int, zxid: int | None = None) -> None:
+        self.send("partition", entity_key("partition", "orders", p),
+                  PartitionState("orders", p, leader, epoch, isr, 1), zxid=zxid)

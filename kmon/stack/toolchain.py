@@ -1,4 +1,8 @@
-"""Where the installed parts live (see deploy/install.sh, which puts them there)."""
+"""Where the installed parts live (see deploy/install.sh, which puts them there).
+
+Each part is looked up when it is used, so `kmon stream` does not need Prometheus
+installed, nor `kmon stack` the Spark jars; a missing part fails with the fix.
+"""
 from __future__ import annotations
 
 import os
@@ -16,30 +20,35 @@ class MissingTool(RuntimeError):
 @dataclass(frozen=True)
 class Toolchain:
     cache: Path
-    java: str
-    prometheus: str
-    alertmanager: str
+
+    @property
+    def java(self) -> str:
+        return _which("java", "KMON_JAVA")
+
+    @property
+    def prometheus(self) -> str:
+        return _which("prometheus", "KMON_PROMETHEUS")
+
+    @property
+    def alertmanager(self) -> str:
+        return _which("prometheus-alertmanager", "KMON_ALERTMANAGER")
 
     @property
     def kafka_libs(self) -> Path:
         return self.cache / "jars" / "kafka"
 
     @property
-    def spark_kafka_jars(self) -> Path:
-        return self.cache / "jars" / "spark-kafka"
-
-    @property
     def kafka_classpath(self) -> str:
+        if not any(self.kafka_libs.glob("kafka_2.13-*.jar")):
+            raise MissingTool(f"Kafka broker jars not found in {self.kafka_libs}: run deploy/install.sh")
         return str(self.kafka_libs / "*")
 
     def spark_jar_list(self) -> list[str]:
-        return sorted(str(p) for p in self.spark_kafka_jars.glob("*.jar"))
-
-    def check(self) -> "Toolchain":
-        """Fail with the fix in the message rather than with a Java stack trace later."""
-        if not any(self.kafka_libs.glob("kafka_2.13-*.jar")):
-            raise MissingTool(f"Kafka broker jars not found in {self.kafka_libs}: run deploy/install.sh")
-        return self
+        jars = sorted(str(p) for p in (self.cache / "jars" / "spark-kafka").glob("*.jar"))
+        if not jars:
+            raise MissingTool(f"Spark's Kafka source jars not found in {self.cache / 'jars' / 'spark-kafka'}: "
+                              "run deploy/install.sh")
+        return jars
 
 
 def _which(name: str, env: str) -> str:
@@ -50,10 +59,4 @@ def _which(name: str, env: str) -> str:
 
 
 def find_toolchain() -> Toolchain:
-    cache = Path(os.environ.get("KMON_CACHE") or Path.home() / ".cache" / "kmon")
-    return Toolchain(
-        cache=cache,
-        java=_which("java", "KMON_JAVA"),
-        prometheus=_which("prometheus", "KMON_PROMETHEUS"),
-        alertmanager=_which("prometheus-alertmanager", "KMON_ALERTMANAGER"),
-    ).check()
+    return Toolchain(cache=Path(os.environ.get("KMON_CACHE") or Path.home() / ".cache" / "kmon"))

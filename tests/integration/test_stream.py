@@ -1,60 +1,21 @@
 """Issue 5: the Spark app on a real Kafka, fed with schema events, read back over /metrics."""
 from __future__ import annotations
 
-import urllib.request
+from functools import partial
 from pathlib import Path
 from typing import Iterator
 
 import pytest
-from confluent_kafka import Producer
-from prometheus_client.parser import text_string_to_metric_families
 
-from kmon.events import (BrokerState, ControllerState, Event, PartitionState, TopicState, ZnodeMeta,
-                         encode, entity_key)
+from kmon.events import BrokerState, ControllerState, TopicState
 from kmon.stack.local import LocalStack
 from streaming.app import StreamApp, StreamConfig
-from tests.support import eventually
+from tests import support
+from tests.support import Events, eventually, metrics
 
 pytestmark = pytest.mark.integration
 CLUSTER = "itest"
-
-
-def metrics(port: int) -> dict[tuple[str, frozenset], float]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for fam in text_string_to_metric_families(text) for s in fam.samples}
-
-
-def value(port: int, name: str, **labels: str) -> float | None:
-    return metrics(port).get((name, frozenset({"cluster": CLUSTER, **labels}.items())))
-
-
-class Events:
-    """Produces schema events with increasing zxids, as the ZooKeeper collector would."""
-
-    def __init__(self, stack: LocalStack, topic: str):
-        assert stack.state
-        self.producer = Producer({"bootstrap.servers": stack.state.bootstrap_servers,
-                                  "enable.idempotence": True, "acks": "all"})
-        self.topic = topic
-        self.zxid = 100
-
-    def send(self, kind: str, entity: str, data: object, op: str = "upsert", zxid: int | None = None) -> None:
-        if zxid is None:
-            self.zxid += 1
-            zxid = self.zxid
-        event = Event(cluster=CLUSTER, source="zk", kind=kind, entity=entity, op=op, observed_ms=zxid,
-                      data=data, zxid=zxid, znode=ZnodeMeta(f"/{entity}", zxid, 0, zxid))
-        self.producer.produce(self.topic, key=event.message_key, value=encode(event))
-        self.producer.flush(10)
-
-    def raw(self, key: bytes | None, value: bytes) -> None:
-        self.producer.produce(self.topic, key=key, value=value)
-        self.producer.flush(10)
-
-    def partition(self, p: int, leader: int, isr: tuple[int, ...], epoch: int, zxid: int | None = None) -> None:
-        self.send("partition", entity_key("partition", "orders", p),
-                  PartitionState("orders", p, leader, epoch, isr, 1), zxid=zxid)
+value = partial(support.value, cluster=CLUSTER)
 
 
 @pytest.fixture
@@ -78,7 +39,7 @@ def app_factory(stack: LocalStack, tmp_path: Path) -> Iterator:
 
 def test_views_follow_events_and_survive_replays_restarts_and_garbage(stack: LocalStack, app_factory) -> None:
     topic = "kmon-events-stream-test"
-    ev = Events(stack, topic)
+    ev = Events(stack, topic, CLUSTER)
     ev.send("controller", "controller", ControllerState(1, 5))
     for b in (1, 2, 3):
         ev.send("broker", f"broker:{b}", BrokerState(b, "127.0.0.1", 9000 + b, None))

@@ -1,0 +1,14 @@
+"""spark-submit entry point for the stream app on a real Spark cluster.
+
+    spark-submit --master spark://HOST:7077 \
+      --jars "$(ls ~/.cache/kmon/jars/spark-kafka/*.jar | paste -sd,)" \
+      --py-files kmon-py.zip streaming/submit.py --bootstrap-servers BROKERS [kmon stream flags]
+
+Flags are those of ``kmon stream``; the master is the one spark-submit was given.
+"""
+import sys
+
+from kmon.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["stream", *sys.argv[1:]]))
