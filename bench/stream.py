@@ -51,7 +51,7 @@ def _rows(app: StreamApp) -> int:
 def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progress: Callable[[str], None]) -> dict:
     tools = find_toolchain()
     with tempfile.TemporaryDirectory(prefix="kmon-bench-") as tmp:
-        stack = LocalStack(Path(tmp) / "stack", tools)
+        stack = LocalStack(Path(tmp) / "stack", tools, die_with_parent=True)
         stack.up(StackRequest(brokers=1, fast=True, prometheus=False))
         try:
             assert stack.state

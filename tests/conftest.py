@@ -1,6 +1,7 @@
 """Fixtures: real local stacks (ZooKeeper + Kafka brokers), always torn down."""
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Iterator
 
@@ -16,8 +17,16 @@ def toolchain() -> Toolchain:
     return find_toolchain()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest skips fixture teardown when it is terminated (a CI timeout, `timeout`); as an
+    # interrupt it runs it, and the stacks' processes are stopped instead of leaked.
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def start_stack(directory: Path, toolchain: Toolchain, **request: object) -> LocalStack:
-    stack = LocalStack(directory, toolchain)
+    stack = LocalStack(directory, toolchain, die_with_parent=True)
     try:
         stack.up(StackRequest(fast=True, prometheus=False, **request))  # type: ignore[arg-type]
     except BaseException:

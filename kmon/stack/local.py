@@ -53,8 +53,9 @@ class StackState:
     chroot: str
     brokers: int
     fast: bool
+    # ports reserved at `up` for the monitor's processes, so Prometheus is configured once
     stream_port: int
-    collector_port: int
+    collector_ports: dict[str, int]   # collector source (zk, groups) -> its /metrics port
     components: dict[str, Component] = field(default_factory=dict)
 
     @property
@@ -101,9 +102,10 @@ class StackRequest:
 
 
 class LocalStack:
-    def __init__(self, directory: Path, toolchain: Toolchain):
+    def __init__(self, directory: Path, toolchain: Toolchain, die_with_parent: bool = False):
         self.dir = directory.resolve()
         self.tools = toolchain
+        self.die_with_parent = die_with_parent
         self.state = StackState.load(self.dir)
 
     # ------------------------------------------------------------------ lifecycle
@@ -119,7 +121,8 @@ class LocalStack:
         (self.dir / "log4j.properties").write_text(configs.LOG4J)
         profile = configs.Profile.fast() if req.fast else configs.Profile()
         self.state = StackState(dir=str(self.dir), chroot=req.chroot, brokers=req.brokers, fast=req.fast,
-                                stream_port=free_port(), collector_port=free_port())
+                                stream_port=free_port(),
+                                collector_ports={source: free_port() for source in ("zk", "groups")})
         started = time.monotonic()
         try:
             self._start_zookeeper(req.zk_port or free_port(), profile)
@@ -237,6 +240,13 @@ class LocalStack:
         finally:
             client.stop(); client.close()
 
+    def zk_exists(self, path: str) -> bool:
+        client = self.zk()
+        try:
+            return client.exists(path) is not None
+        finally:
+            client.stop(); client.close()
+
     def controller_epoch(self) -> int:
         client = self.zk()
         try:
@@ -259,7 +269,7 @@ class LocalStack:
 
     def _spawn(self, c: Component) -> None:
         assert self.state
-        c.pid = spawn(c.argv, Path(c.log), cwd=self.dir).pid
+        c.pid = spawn(c.argv, Path(c.log), cwd=self.dir, die_with_parent=self.die_with_parent).pid
         self.state.save()
         log.info("started %s (pid %d) on 127.0.0.1:%d, log %s", c.name, c.pid, c.port, c.log)
 
@@ -290,7 +300,8 @@ class LocalStack:
         port = free_port()
         cfg = self.dir / "prometheus.yml"
         cfg.write_text(configs.prometheus_config(
-            [f"127.0.0.1:{self.state.stream_port}"], [f"127.0.0.1:{self.state.collector_port}"],
+            [f"127.0.0.1:{self.state.stream_port}"],
+            [f"127.0.0.1:{p}" for p in self.state.collector_ports.values()],
             f"127.0.0.1:{self.state.components['alertmanager'].port}"))
         c = self._add("prometheus", port, [
             self.tools.prometheus, f"--config.file={cfg}", f"--storage.tsdb.path={self.dir / 'prometheus-data'}",

@@ -1,6 +1,7 @@
 """Starting, watching and stopping one local server process."""
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -77,13 +78,29 @@ class Spawned:
     log: Path
 
 
-def spawn(argv: list[str], log: Path, cwd: Path, env: dict[str, str] | None = None) -> Spawned:
-    """Start detached (own session) so Ctrl-C in a shell does not reach it; output to ``log``."""
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the process that started it dies (Linux)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def spawn(argv: list[str], log: Path, cwd: Path, env: dict[str, str] | None = None,
+          die_with_parent: bool = False) -> Spawned:
+    """Start detached (own session) so Ctrl-C in a shell does not reach it; output to ``log``.
+
+    ``die_with_parent``: for processes owned by a foreground command or a test run, so that
+    even a SIGKILLed owner leaves nothing behind (`kmon stack up` leaves it off: its stack
+    outlives the command by design).
+    """
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         p = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, start_new_session=True,
-                             env={**os.environ, **(env or {})})
+                             env={**os.environ, **(env or {})},
+                             preexec_fn=_die_with_parent if die_with_parent else None)
     return Spawned(p.pid, log)
 
 
