@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from kmon import config
+from kmon.monitor import MonitorOptions, start_monitor
 from kmon.stack.local import LocalStack, StackError, StackRequest, StackState
 from kmon.stack.toolchain import MissingTool, find_toolchain
 
@@ -43,8 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="the embedded default: a local real cluster and the monitor on it",
                          description="Start a local ZooKeeper, Kafka brokers, Prometheus and Alertmanager, "
-                                     "print their addresses, and run until SIGTERM/Ctrl-C, then stop them all.")
+                                     "the ZooKeeper and consumer-group collectors and the Spark views on them; "
+                                     "print every address and run until SIGTERM/Ctrl-C, then stop them all.")
     _stack_flags(run)
+    config.flag(run, "--cluster", default="local", help="name of the local cluster in events and metrics")
+    config.flag(run, "--trigger-interval", default=1.0, type=float, help="seconds between Spark micro-batches")
     run.set_defaults(handler=cmd_run)
 
     stack = sub.add_parser("stack", help="start/stop/inspect the local stack",
@@ -64,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from streaming.cli import add_stream_parser
     add_stream_parser(sub, stop_on_signals)
+    from dashboards.cli import add_dashboards_parser
+    add_dashboards_parser(sub)
+    from collectors.cli import add_collect_parser; add_collect_parser(sub)  # noqa: E702
     return p
 
 
@@ -98,7 +105,8 @@ def describe(state: StackState) -> str:
         if url:
             lines.append(f"  {name:<18} {url}")
     lines.append(f"  kmon exporter      http://127.0.0.1:{state.stream_port}/metrics (scraped by Prometheus)")
-    lines.append(f"  kmon collectors    http://127.0.0.1:{state.collector_port}/metrics")
+    for source, port in state.collector_ports.items():
+        lines.append(f"  {'collector ' + source:<18} http://127.0.0.1:{port}/metrics")
     return "\n".join(lines)
 
 
@@ -136,10 +144,14 @@ def cmd_stack_status(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    stack = LocalStack(args.dir, find_toolchain())
-    state = stack.up(_request(args))
-    print(describe(state), flush=True)
+    # everything `run` starts lives only as long as `run` does, even if it is SIGKILLed
+    stack = LocalStack(args.dir, find_toolchain(), die_with_parent=True)
+    stack.up(_request(args))
     try:
+        log.info("starting the monitor: collectors and the Spark app (Spark takes ~20 s to start)")
+        start_monitor(stack, MonitorOptions(cluster=args.cluster, trigger_seconds=args.trigger_interval))
+        assert stack.state
+        print(describe(stack.state), flush=True)
         wait_for_shutdown_signal(lambda: log.info("running; SIGTERM or Ctrl-C stops everything"))
     finally:
         stack.down()

@@ -1,0 +1,120 @@
+"""``kmon collect ...``: run a collector as a long-lived process (SIGTERM stops it cleanly)."""
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import re
+
+from collectors.groups.cli import add_groups_flags, groups_config
+from collectors.groups.collector import GroupsCollector
+from collectors.publisher import PublisherConfig
+from collectors.runner import running
+from collectors.zk.collector import ZkCollector, ZkCollectorConfig
+from kmon import config
+from kmon.cli import wait_for_shutdown_signal   # kmon.cli imports this module only inside build_parser
+
+log = logging.getLogger("kmon.collector")
+
+_CLUSTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")   # no "/": it separates cluster and entity in keys
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")          # Kafka's legal topic names
+
+
+def add_collect_parser(subparsers: argparse._SubParsersAction) -> None:
+    collect = subparsers.add_parser("collect", help="run a collector that publishes events for one cluster",
+                                    description="Collectors watch one Kafka cluster and publish state-carrying "
+                                                "events to the events topic.")
+    sources = collect.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    zk = sources.add_parser("zk", help="watch the cluster's ZooKeeper tree",
+                            description="Watch Kafka's tree in ZooKeeper (controller, brokers, topics, "
+                                        "partition states, admin requests) and publish one event per change, "
+                                        "with a full snapshot on start and after every reconnect.")
+    config.flag(zk, "--zookeeper", type=zk_connect, metavar="HOST:PORT[,HOST:PORT][/chroot]",
+                help="the cluster's zookeeper.connect (required)")
+    _output_flags(zk)
+    zk.set_defaults(handler=functools.partial(cmd_collect_zk, zk))
+
+    groups = sources.add_parser("groups", help="consumer groups: Admin API poll and __consumer_offsets history",
+                                description="Poll every consumer group's live state, members and lag through "
+                                            "the Admin API, and read the coordinator's __consumer_offsets "
+                                            "records so that every generation (rebalance) is an event, even "
+                                            "between two polls.")
+    add_groups_flags(groups)
+    _output_flags(groups)
+    groups.set_defaults(handler=functools.partial(cmd_collect_groups, groups))
+
+
+def _output_flags(p: argparse.ArgumentParser) -> None:
+    """Flags every collector shares: who it reports as, and where events and metrics go."""
+    config.flag(p, "--cluster", type=cluster_name, help="the cluster's name in events and metrics (required)")
+    config.flag(p, "--events-bootstrap-servers", type=config.host_port_list, metavar="HOST:PORT[,...]",
+                help="Kafka cluster holding the events topic (required)")
+    config.flag(p, "--events-topic", default="kmon-events", type=topic_name,
+                help="events topic; created compacted if missing")
+    config.flag(p, "--metrics-port", default=0, type=config.port,
+                help="port of /metrics and /healthz (0 = a free port, logged at start)")
+    config.flag(p, "--buffer-size", default=PublisherConfig.buffer_size, type=config.positive_int,
+                help="events kept while the events cluster is unreachable; beyond it the oldest are "
+                     "dropped and a resync follows")
+
+
+def zk_connect(text: str) -> tuple[str, str]:
+    """``host:port[,host:port][/chroot]`` -> (hosts, chroot)."""
+    hosts, slash, rest = text.partition("/")
+    try:
+        return config.host_port_list(hosts), config.chroot(slash + rest)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT[,HOST:PORT][/chroot]: {e}") from None
+
+
+def cluster_name(text: str) -> str:
+    if not _CLUSTER.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a cluster name: use letters, digits, '.', '_' or '-' (no '/')")
+    return text
+
+
+def topic_name(text: str) -> str:
+    if not _TOPIC.fullmatch(text) or text in (".", ".."):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Kafka topic name: use up to 249 letters, digits, "
+                                         "'.', '_' or '-'")
+    return text
+
+
+def _require(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
+    missing = [f"--{name.replace('_', '-')} (or {config.env_name(name)})"
+               for name in names if getattr(args, name) is None]
+    if missing:
+        parser.error(f"missing {', '.join(missing)}")
+
+
+def _events(args: argparse.Namespace) -> PublisherConfig:
+    return PublisherConfig(bootstrap_servers=args.events_bootstrap_servers, topic=args.events_topic,
+                           buffer_size=args.buffer_size)
+
+
+def cmd_collect_groups(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    _require(parser, args, "bootstrap_servers", "cluster", "events_bootstrap_servers")
+    groups, events = groups_config(args), _events(args)
+    with running(groups.cluster, lambda pub, tel: GroupsCollector(groups, pub, tel), events,
+                 args.metrics_port) as collector:
+        wait_for_shutdown_signal(lambda: log.info(
+            "collecting consumer groups of cluster %r from %s into %s on %s; metrics on port %d; "
+            "SIGTERM or Ctrl-C stops", groups.cluster, groups.bootstrap_servers, events.topic,
+            events.bootstrap_servers, collector.metrics_port))
+    log.info("stopped")
+    return 0
+
+
+def cmd_collect_zk(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    _require(parser, args, "zookeeper", "cluster", "events_bootstrap_servers")
+    hosts, chroot = args.zookeeper
+    zk = ZkCollectorConfig(hosts=hosts, chroot=chroot, cluster=args.cluster)
+    events = _events(args)
+    with running(zk.cluster, lambda pub, tel: ZkCollector(zk, pub, tel), events, args.metrics_port) as collector:
+        wait_for_shutdown_signal(lambda: log.info(
+            "collecting cluster %r from ZooKeeper %s%s into %s on %s; metrics on port %d; "
+            "SIGTERM or Ctrl-C stops", zk.cluster, hosts, chroot or "", events.topic, events.bootstrap_servers,
+            collector.metrics_port))
+    log.info("stopped")
+    return 0

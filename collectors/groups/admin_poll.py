@@ -1,0 +1,170 @@
+"""The Admin API half: every poll interval, list and describe the groups, sample end
+offsets; at the lag interval, compute lag. Emits a group's state when it changed since
+the last poll (state, members, assignor, coordinator) and every group, with its lag, at
+the lag interval."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import replace
+from typing import Callable
+
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from collectors.groups.book import GroupBook, Seen
+from collectors.groups.config import GroupsConfig
+from collectors.groups.gather import Gathered, K, gather
+from collectors.groups.lag import LagTable
+from collectors.groups.outputs import Emitter
+from collectors.groups.states import Partition, state_from_description, topic_lags
+from kmon.events import GroupState, TopicLag
+
+log = logging.getLogger("kmon.collectors.groups")
+
+# list_offsets takes many partitions per request; the broker answers per leader
+END_OFFSETS_BATCH = 1000
+
+
+class AdminPoller:
+    def __init__(self, config: GroupsConfig, admin: AdminClient, book: GroupBook, emitter: Emitter,
+                 history_complete: Callable[[], bool]) -> None:
+        self._config = config
+        self._admin = admin
+        self._book = book
+        self._emitter = emitter
+        # True once the __consumer_offsets reader holds every committed offset
+        self._history_complete = history_complete
+        self._samples = LagTable()
+        self._sampled: set[Partition] = set()
+        self._lags: dict[str, dict[str, TopicLag]] = {}   # latest lag per group, sent with every event
+        self._next_lag = 0.0
+        self._resync = threading.Event()
+        self._poll_duration = emitter.telemetry.metric("kmon_collector_poll_duration_seconds")
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                self.poll_once()
+            except Exception:  # a bug or an unexpected client error must not end the thread
+                log.exception("group poll failed")
+            stop.wait(max(0.0, self._config.poll_interval_s - (time.monotonic() - started)))
+
+    def request_resync(self) -> None:
+        """Emit every group at the next poll (events were lost on the way to the events topic)."""
+        self._resync.set()
+
+    def poll_once(self) -> None:
+        started = time.monotonic()
+        listed = self._list_groups()
+        if listed is None:
+            return
+        groups, complete = listed
+        described = self._describe(groups)
+        # a lag emission is the resync too: it sends every group's full state
+        lag_due = self._resync.is_set() or started >= self._next_lag
+        if lag_due:
+            self._resync.clear()
+            self._next_lag = started + self._config.lag_interval_s
+            self._refresh_committed(groups)
+        committed = {g: {tp: o for tp, o in offsets.items() if self._config.topics(tp[0])}
+                     for g, offsets in self._book.committed(groups).items()}
+        end_offsets = self._sample_end_offsets({tp for offsets in committed.values() for tp in offsets})
+        if lag_due:
+            now = time.monotonic()
+            self._lags = {g: topic_lags(committed.get(g, {}), end_offsets, self._samples, now)
+                          for g in described}
+        alive = {g for g, s in described.items() if s.state != "Dead"}  # Dead: no longer exists
+        for group in sorted(alive):
+            self._emit(described[group], started, lag_due)
+        if complete:
+            self._delete_vanished(alive | (set(groups) - set(described)))
+        self._poll_duration.set(time.monotonic() - started)
+
+    def _emit(self, state: GroupState, started: float, lag_due: bool) -> None:
+        seen = self._book.observe(state, started)
+        if seen is Seen.CHANGED or (lag_due and seen is Seen.SAME):
+            self._emitter.upsert(replace(state, lag=self._lags.get(state.group, {})))
+
+    def _delete_vanished(self, present: set[str]) -> None:
+        for group in sorted(self._book.emitted_groups() - present):
+            self._lags.pop(group, None)
+            if self._book.delete(group):
+                log.info("group %s no longer exists", group)
+                self._emitter.delete(group)
+
+    # ----------------------------------------------------------- Admin API calls
+
+    def _count(self, call: str, gathered: Gathered[K]) -> Gathered[K]:
+        self._emitter.telemetry.metric("kmon_collector_admin_calls_total", call=call).inc(gathered.requests)
+        if gathered.failures:
+            item, error = next(iter(gathered.failures.items()))
+            log.warning("%s: %d of %d failed (e.g. %r: %s)", call, len(gathered.failures),
+                        len(gathered.failures) + len(gathered.results), item, error)
+        return gathered
+
+    def _list_groups(self) -> tuple[list[str], bool] | None:
+        """Groups passing the filter, and whether the listing is complete (every
+        coordinator answered), or None if the call failed."""
+        self._emitter.telemetry.metric("kmon_collector_admin_calls_total", call="list_consumer_groups").inc()
+        timeout = self._config.request_timeout_s
+        try:
+            result = self._admin.list_consumer_groups(request_timeout=timeout).result(timeout=timeout + 1)
+        except Exception as e:
+            log.warning("list_consumer_groups failed: %s", e)
+            return None
+        if result.errors:
+            log.warning("list_consumer_groups: %d brokers did not answer (e.g. %s)",
+                        len(result.errors), result.errors[0])
+        groups = sorted(g.group_id for g in result.valid if self._config.groups(g.group_id))
+        return groups, not result.errors
+
+    def _gather(self, call: str, items: list[K], submit: Callable[[list[K]], dict], batch_size: int
+                ) -> Gathered[K]:
+        return self._count(call, gather(items, submit, batch_size=batch_size,
+                                        concurrency=self._config.concurrency,
+                                        timeout=self._config.request_timeout_s))
+
+    def _describe(self, groups: list[str]) -> dict[str, GroupState]:
+        timeout = self._config.request_timeout_s
+        gathered = self._gather(
+            "describe_consumer_groups", groups,
+            lambda batch: self._admin.describe_consumer_groups(batch, request_timeout=timeout),
+            self._config.describe_batch_size)
+        return {g: state_from_description(d) for g, d in gathered.results.items()}
+
+    def _refresh_committed(self, groups: list[str]) -> None:
+        """Committed offsets from the Admin API where the __consumer_offsets reader
+        cannot supply them: all groups until it has read the whole history, then only
+        groups it has seen no commit of (one request per group: the API's limit)."""
+        known = set() if not self._history_complete() else set(self._book.committed(groups))
+        timeout = self._config.request_timeout_s
+        gathered = self._gather(
+            "list_consumer_group_offsets", [g for g in groups if g not in known],
+            lambda batch: self._admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(batch[0])], request_timeout=timeout),
+            1)
+        for group, result in gathered.results.items():
+            self._book.replace_committed(group, {
+                (tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or ()
+                if tp.error is None and tp.offset >= 0})
+
+    def _sample_end_offsets(self, partitions: set[Partition]) -> dict[Partition, int]:
+        timeout = self._config.request_timeout_s
+
+        def submit(batch: list[Partition]) -> dict:
+            futures = self._admin.list_offsets(
+                {TopicPartition(t, p): OffsetSpec.latest() for t, p in batch}, request_timeout=timeout)
+            return {(tp.topic, tp.partition): f for tp, f in futures.items()}
+
+        gathered = self._gather("list_offsets", sorted(partitions), submit, END_OFFSETS_BATCH)
+        now = time.monotonic()
+        end_offsets = {tp: info.offset for tp, info in gathered.results.items()}
+        for (topic, partition), offset in end_offsets.items():
+            self._samples.add(topic, partition, offset, now)
+        for topic, partition in self._sampled - partitions:  # no longer committed to: drop samples
+            self._samples.forget(topic, partition)
+        self._sampled = set(partitions)
+        return end_offsets

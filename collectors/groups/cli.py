@@ -1,0 +1,66 @@
+"""``kmon collect groups``: the consumer-group collector's own flags and its config.
+
+The flags every collector shares (cluster, events topic, metrics port, buffer) and the
+process around the collector (publisher, telemetry, signals) belong to ``collectors.cli``.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+
+from collectors.groups.collector import GroupsConfig, NameFilter
+from kmon import config
+
+_DEFAULTS = GroupsConfig(bootstrap_servers="-", cluster="-")
+
+
+def add_groups_flags(parser: argparse.ArgumentParser) -> None:
+    config.flag(parser, "--bootstrap-servers", type=config.host_port_list, metavar="HOST:PORT[,...]",
+                help="the monitored cluster's brokers (required)")
+    config.flag(parser, "--poll-interval", default=_DEFAULTS.poll_interval_s, type=positive_float,
+                metavar="SECONDS", help="Admin API poll: live group state and end-offset samples")
+    config.flag(parser, "--lag-interval", default=_DEFAULTS.lag_interval_s, type=positive_float,
+                metavar="SECONDS", help="lag events per group at most this often")
+    for what in ("groups", "topics"):
+        config.flag(parser, f"--include-{what}", default=".*", type=regex, metavar="REGEX",
+                    help=f"only {what} whose whole name matches")
+        config.flag(parser, f"--exclude-{what}", default="", type=regex, metavar="REGEX",
+                    help=f"leave out {what} whose whole name matches (empty: none)")
+    config.flag(parser, "--describe-batch-size", default=_DEFAULTS.describe_batch_size, type=config.positive_int,
+                help="groups per describe_consumer_groups request")
+    config.flag(parser, "--admin-concurrency", default=_DEFAULTS.concurrency, type=config.positive_int,
+                help="Admin API requests in flight at once")
+    config.flag(parser, "--request-timeout", default=_DEFAULTS.request_timeout_s, type=positive_float,
+                metavar="SECONDS", help="per Admin API request; a late answer counts as failed")
+    config.flag(parser, "--offsets-start", default=_DEFAULTS.offsets_start, choices=["beginning", "end"],
+                help="where the __consumer_offsets reader starts: the whole retained history, or now")
+    config.switch(parser, "--admin-only", help="do not read __consumer_offsets (no exact rebalance history)")
+
+
+def groups_config(args: argparse.Namespace) -> GroupsConfig:
+    return GroupsConfig(
+        bootstrap_servers=args.bootstrap_servers, cluster=args.cluster,
+        poll_interval_s=args.poll_interval, lag_interval_s=args.lag_interval,
+        groups=NameFilter(args.include_groups, args.exclude_groups),
+        topics=NameFilter(args.include_topics, args.exclude_topics),
+        describe_batch_size=args.describe_batch_size, concurrency=args.admin_concurrency,
+        request_timeout_s=args.request_timeout, offsets_start=args.offsets_start,
+        read_offsets_topic=not args.admin_only)
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {e}") from None
+    return text

@@ -1,0 +1,78 @@
+"""The consumer-group collector: two threads sharing a GroupBook.
+
+* the Admin API poller (live state, end-offset samples, lag) — admin_poll.py
+* the ``__consumer_offsets`` reader (every generation, committed offsets) — offsets_reader.py
+
+In-process use::
+
+    collector = GroupsCollector(GroupsConfig(bootstrap_servers="host:9092", cluster="prod"), sink)
+    collector.start()
+    ...
+    collector.stop()   # both loops end, the consumer is closed; the sink stays open
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from confluent_kafka.admin import AdminClient
+
+from collectors.groups.admin_poll import AdminPoller
+from collectors.groups.book import GroupBook
+from collectors.groups.config import GroupsConfig, NameFilter
+from collectors.groups.offsets_reader import OffsetsReader
+from collectors.groups.outputs import Emitter, EventSink
+from collectors.telemetry import Telemetry
+
+__all__ = ["EventSink", "GroupsCollector", "GroupsConfig", "NameFilter"]
+
+log = logging.getLogger("kmon.collectors.groups")
+
+
+class GroupsCollector:
+    def __init__(self, config: GroupsConfig, sink: EventSink, telemetry: Telemetry | None = None) -> None:
+        self.config = config
+        self.telemetry = telemetry if telemetry is not None else Telemetry(config.cluster)
+        emitter = Emitter(config.cluster, sink, self.telemetry)
+        book = GroupBook()
+        self._reader = OffsetsReader(config, book, emitter) if config.read_offsets_topic else None
+        caught_up: Callable[[], bool] = self._reader.caught_up.is_set if self._reader else lambda: False
+        self._poller = AdminPoller(config, AdminClient(config.client()), book, emitter, caught_up)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        if self._threads:
+            raise RuntimeError("collector already started")
+        loops = [("admin", self._poller.run)] + ([("offsets", self._reader.run)] if self._reader else [])
+        for name, loop in loops:
+            thread = threading.Thread(target=loop, args=(self._stop,), daemon=True,
+                                      name=f"kmon-groups-{name}-{self.config.cluster}")
+            thread.start()
+            self._threads.append(thread)
+        log.info("collecting consumer groups of %s from %s", self.config.cluster, self.config.bootstrap_servers)
+
+    def health(self) -> str | None:
+        """None while both loops run, else why not (a telemetry health check)."""
+        dead = [t.name for t in self._threads if not t.is_alive()]
+        return f"stopped: {', '.join(dead)}" if dead else None
+
+    def request_resync(self, reason: str) -> None:
+        """Re-emit every group's state at the next poll (the publisher's resync handler)."""
+        log.info("resync requested (%s): every group is re-emitted at the next poll", reason)
+        self._poller.request_resync()
+
+    def history_caught_up(self) -> bool:
+        """The __consumer_offsets reader has read the topic's history to its end once."""
+        return self._reader is not None and self._reader.caught_up.is_set()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """End both loops and wait for them; the poller may finish the Admin API request
+        in flight (at most the request timeout per stage)."""
+        self._stop.set()
+        wait = timeout if timeout is not None else 3 * self.config.request_timeout_s + 5
+        for thread in self._threads:
+            thread.join(wait)
+            if thread.is_alive():
+                log.warning("%s did not stop within %.0fs", thread.name, wait)

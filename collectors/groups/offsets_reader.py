@@ -1,0 +1,130 @@
+"""The exact-history half: reads ``__consumer_offsets`` (manual assignment of every
+partition, no group membership, nothing committed) and turns each GroupMetadata record
+into a GroupState event, so every generation is seen even between two polls.
+
+Offset commits only update the committed offsets lag is computed from (no event per
+commit). Records that cannot be decoded are counted, logged with partition and offset,
+and skipped. The consumer reads committed transactions only (``read_committed``), so an
+aborted transactional offset commit never counts.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, Message, TopicPartition
+
+from collectors.groups.book import GroupBook
+from collectors.groups.config import GroupsConfig
+from collectors.groups.offsets_codec import (GroupMetadata, GroupTombstone, MalformedRecord, OffsetCommit,
+                                             OffsetTombstone, UnknownRecord, decode_record)
+from collectors.groups.outputs import SOURCE, Emitter
+from collectors.groups.states import state_from_metadata
+from kmon.events import GroupState
+
+log = logging.getLogger("kmon.collectors.groups")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class OffsetsReader:
+    def __init__(self, config: GroupsConfig, book: GroupBook, emitter: Emitter) -> None:
+        self._config = config
+        self._book = book
+        self._emitter = emitter
+        self._last: dict[str, GroupState] = {}   # last state emitted per group: no repeats
+        self._at_end: set[int] = set()           # partitions read up to their end once
+        self._partitions = 0
+        # set when every partition has been read to its end once: from then on the
+        # reader holds every committed offset (the poller stops asking the Admin API)
+        self.caught_up = threading.Event()
+
+    def run(self, stop: threading.Event) -> None:
+        consumer = Consumer(self._config.client(**{
+            # never joins nor commits: the id only names the client's requests
+            "group.id": f"kmon-groups-collector-{self._config.cluster}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,     # tells when the history has been read
+            "isolation.level": "read_committed",
+        }))
+        try:
+            if self._assign(consumer, stop):
+                self._consume(consumer, stop)
+        finally:
+            consumer.close()
+
+    def _assign(self, consumer: Consumer, stop: threading.Event) -> bool:
+        """Assign every partition of the topic, once it exists (it is created with the
+        first group); False if stopped first."""
+        while not stop.is_set():
+            try:
+                topic = consumer.list_topics(OFFSETS_TOPIC, timeout=self._config.request_timeout_s) \
+                    .topics.get(OFFSETS_TOPIC)
+            except Exception as e:
+                log.warning("metadata of %s: %s", OFFSETS_TOPIC, e)
+                topic = None
+            if topic is not None and topic.error is None and topic.partitions:
+                start = OFFSET_BEGINNING if self._config.offsets_start == "beginning" else OFFSET_END
+                self._partitions = len(topic.partitions)
+                consumer.assign([TopicPartition(OFFSETS_TOPIC, p, start) for p in topic.partitions])
+                log.info("reading %d partitions of %s from the %s", self._partitions, OFFSETS_TOPIC,
+                         self._config.offsets_start)
+                return True
+            stop.wait(self._config.poll_interval_s)
+        return False
+
+    def _consume(self, consumer: Consumer, stop: threading.Event) -> None:
+        while not stop.is_set():
+            for message in consumer.consume(num_messages=500, timeout=0.5):
+                try:
+                    self.handle(message)
+                except Exception:  # a bug must not end the history: log it, go on
+                    log.exception("%s partition %s offset %s: not handled", OFFSETS_TOPIC,
+                                  message.partition(), message.offset())
+
+    def handle(self, message: Message) -> None:
+        """One consumed message: a record, an end-of-partition notice or a fetch error."""
+        error = message.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                self._at_end.add(message.partition())
+                if len(self._at_end) >= self._partitions:
+                    self.caught_up.set()
+            else:
+                log.warning("%s: %s", OFFSETS_TOPIC, error)
+            return
+        try:
+            record = decode_record(message.key(), message.value())
+        except MalformedRecord as e:
+            self._skip(message, "malformed", str(e))
+            return
+        match record:
+            case GroupMetadata():
+                self._group(record)
+            case GroupTombstone(group=group):
+                self._last.pop(group, None)
+                if self._config.groups(group) and self._book.delete(group):
+                    self._emitter.delete(group)
+            case OffsetCommit(group=g, topic=t, partition=p, offset=offset):
+                if self._config.groups(g) and self._config.topics(t):
+                    self._book.commit(g, (t, p), offset)
+            case OffsetTombstone(group=g, topic=t, partition=p):
+                self._book.uncommit(g, (t, p))
+            case UnknownRecord(key_version=version):
+                self._skip(message, "unknown", f"record type {version} is not decoded")
+            # ConsumerGroupMetadata (KIP-848 epoch only): the Admin API poll reports those groups
+
+    def _group(self, record: GroupMetadata) -> None:
+        if not self._config.groups(record.group):
+            return
+        state = state_from_metadata(record)
+        self._book.revive(record.group)
+        if self._last.get(record.group) != state:
+            self._last[record.group] = state
+            self._emitter.upsert(state)
+
+    def _skip(self, message: Message, kind: str, reason: str) -> None:
+        self._emitter.telemetry.metric("kmon_collector_malformed_total", source=SOURCE, kind=kind).inc()
+        log.warning("%s partition %d offset %d skipped: %s", OFFSETS_TOPIC, message.partition(),
+                    message.offset(), reason)

@@ -1,0 +1,103 @@
+"""Pure mappings to kmon's GroupState: from a __consumer_offsets GroupMetadata record,
+from an Admin API group description, and lag per topic from offsets and samples."""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from confluent_kafka import ConsumerGroupState, ConsumerGroupType, TopicPartition
+from confluent_kafka.admin import ConsumerGroupDescription
+
+from collectors.groups.lag import LagTable
+from collectors.groups.offsets_codec import GroupMetadata
+from kmon.events import GroupMember, GroupState, TopicLag
+
+Partition = tuple[str, int]
+
+# Kafka's own state names (what `kafka-consumer-groups --describe --state` prints).
+_ADMIN_STATES = {
+    ConsumerGroupState.EMPTY: "Empty",
+    ConsumerGroupState.PREPARING_REBALANCING: "PreparingRebalance",
+    ConsumerGroupState.COMPLETING_REBALANCING: "CompletingRebalance",
+    ConsumerGroupState.STABLE: "Stable",
+    ConsumerGroupState.DEAD: "Dead",
+}
+
+
+def state_from_metadata(record: GroupMetadata) -> GroupState:
+    """The group as a GroupMetadata record describes it.
+
+    The record carries no state. The coordinator writes one when a generation
+    completes its SyncGroup (the group turns Stable, members with their assignment)
+    and when the last member leaves (the group turns Empty, no members, a new
+    generation). So: members -> Stable, no members -> Empty.
+    """
+    since = record.current_state_timestamp_ms
+    return GroupState(
+        group=record.group,
+        state="Stable" if record.members else "Empty",
+        generation=record.generation,
+        protocol_type=record.protocol_type,
+        protocol=record.protocol or "",
+        leader=record.leader,
+        members=_sorted_members(
+            GroupMember(member_id=m.member_id, client_id=m.client_id, host=m.client_host,
+                        group_instance_id=m.group_instance_id,
+                        assignment=_partition_names((p.topic, p.partition) for p in m.assigned_partitions))
+            for m in record.members),
+        state_since_ms=since if since >= 0 else None,
+        origin="offsets",
+    )
+
+
+def state_from_description(desc: ConsumerGroupDescription) -> GroupState:
+    """The group as describe_consumer_groups reports it; the client does not expose
+    the generation, so it is -1 (unknown) and the stream keeps the one it knows."""
+    return GroupState(
+        group=desc.group_id,
+        state=_ADMIN_STATES.get(desc.state, "Unknown"),
+        generation=-1,
+        # a "simple" group only commits offsets: it has no protocol type
+        protocol_type="" if desc.is_simple_consumer_group else "consumer",
+        protocol=desc.partition_assignor or "",
+        members=_sorted_members(
+            GroupMember(member_id=m.member_id, client_id=m.client_id, host=m.host,
+                        group_instance_id=m.group_instance_id,
+                        assignment=_partition_names(_tps(m.assignment.topic_partitions if m.assignment else ())))
+            for m in desc.members),
+        coordinator=desc.coordinator.id if desc.coordinator is not None else None,
+        group_type="consumer" if desc.type == ConsumerGroupType.CONSUMER else "classic",
+        origin="admin",
+    )
+
+
+def topic_lags(committed: Mapping[Partition, int], end_offsets: Mapping[Partition, int],
+               samples: LagTable, now: float) -> dict[str, TopicLag]:
+    """Lag per topic of one group: messages summed over its partitions, seconds the
+    worst partition's estimate. Partitions without a known end offset are left out."""
+    per_topic: dict[str, dict[int, int]] = {}
+    seconds: dict[str, float | None] = {}
+    for (topic, partition), offset in sorted(committed.items()):
+        end = end_offsets.get((topic, partition))
+        if end is None:
+            continue
+        per_topic.setdefault(topic, {})[partition] = max(0, end - offset)
+        estimate = samples.lag_seconds(topic, partition, offset, now)
+        if estimate is not None:
+            seconds[topic] = max(seconds.get(topic) or 0.0, estimate.seconds)
+        else:
+            seconds.setdefault(topic, None)
+    return {topic: TopicLag(lag=sum(parts.values()), lag_seconds=seconds[topic], partitions=parts)
+            for topic, parts in per_topic.items()}
+
+
+def _tps(topic_partitions: Iterable[TopicPartition]) -> Iterable[Partition]:
+    return ((tp.topic, tp.partition) for tp in topic_partitions)
+
+
+def _partition_names(partitions: Iterable[Partition]) -> tuple[str, ...]:
+    return tuple(f"{t}:{p}" for t, p in sorted(partitions))
+
+
+def _sorted_members(members: Iterable[GroupMember]) -> tuple[GroupMember, ...]:
+    # sorted, so that two observations of the same membership compare equal
+    return tuple(sorted(members, key=lambda m: m.member_id))

@@ -1,0 +1,52 @@
+"""The monitor on a local stack: both collectors and the stream app, as processes of the stack.
+
+They join the stack's state file, so `kmon stack status` lists them, `kmon stack down`
+stops them first, and tests kill and restart them like brokers (fault scenario 7).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from kmon.stack.local import LocalStack
+
+COLLECTORS = ("zk", "groups")
+
+
+@dataclass(frozen=True)
+class MonitorOptions:
+    cluster: str = "local"
+    events_topic: str = "kmon-events"
+    trigger_seconds: float = 1.0
+    groups_poll_seconds: float = 5.0
+    spark_master: str = "local[2]"
+
+
+def _kmon(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kmon.cli", *args]
+
+
+def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
+    """Start what is not running yet: the zk and groups collectors, then the stream app."""
+    s = stack.state
+    assert s, "the stack is not up"
+    events = ["--cluster", opts.cluster, "--events-bootstrap-servers", s.bootstrap_servers,
+              "--events-topic", opts.events_topic]
+    argv = {
+        "zk": _kmon("collect", "zk", "--zookeeper", s.zk_connect, *events),
+        "groups": _kmon("collect", "groups", "--bootstrap-servers", s.bootstrap_servers,
+                        "--poll-interval", str(opts.groups_poll_seconds), *events),
+    }
+    for source in COLLECTORS:
+        port = s.collector_ports[source]
+        if f"collector-{source}" not in s.components:
+            stack.add_service(f"collector-{source}", argv[source] + ["--metrics-port", str(port)], port,
+                              marker=f"--metrics-port {port}", ready_url=f"http://127.0.0.1:{port}/healthz")
+    if "stream" not in s.components:
+        port = s.stream_port
+        stack.add_service("stream", _kmon(
+            "stream", "--bootstrap-servers", s.bootstrap_servers, "--events-topic", opts.events_topic,
+            "--checkpoint", f"{stack.dir}/checkpoint", "--metrics-host", "127.0.0.1",
+            "--metrics-port", str(port), "--master", opts.spark_master,
+            "--trigger-interval", str(opts.trigger_seconds)),
+            port, marker=f"--metrics-port {port}", ready_url=f"http://127.0.0.1:{port}/metrics")

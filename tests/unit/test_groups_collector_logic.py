@@ -1,0 +1,318 @@
+"""Pure parts of the consumer-group collector: mappings to GroupState, filters, batched
+requests with deadlines, the shared book, and the __consumer_offsets record handling."""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+
+import pytest
+from confluent_kafka import ConsumerGroupState, ConsumerGroupType, KafkaError, Node, TopicPartition
+from confluent_kafka.admin import ConsumerGroupDescription, MemberAssignment, MemberDescription
+
+from collectors.groups.book import GroupBook, Seen
+from collectors.groups.config import GroupsConfig, NameFilter
+from collectors.groups.gather import batches, gather
+from collectors.groups.lag import LagTable
+from collectors.groups.offsets_codec import GroupMetadata
+from collectors.groups.offsets_reader import OffsetsReader
+from collectors.groups.outputs import Emitter
+from collectors.groups.states import state_from_description, state_from_metadata, topic_lags
+from collectors.telemetry import Telemetry
+from kmon.events import Event, GroupMember, GroupState, TopicLag, decode, encode
+from tests.unit.test_offsets_codec import group_key, group_value, offset_key, offset_value, sample_group, sample_offset
+
+# ----------------------------------------------------------------- GroupMetadata -> GroupState
+
+
+def test_metadata_with_members_is_stable_with_its_generation_leader_and_assignment() -> None:
+    state = state_from_metadata(sample_group(3))
+    assert (state.group, state.state, state.generation) == ("orders-app", "Stable", 42)
+    assert (state.protocol_type, state.protocol, state.leader) == ("consumer", "cooperative-sticky",
+                                                                  "consumer-1-5f0c")
+    assert state.origin == "offsets" and state.state_since_ms == 1_700_000_000_000
+    assert state.members[0] == GroupMember("consumer-1-5f0c", "consumer-1", "/10.0.0.1", "static-1",
+                                           ("orders:0", "orders:1", "payments:2"))
+    assert [m.assignment for m in state.members[1:]] == [("orders:2",), ()]
+
+
+def test_metadata_without_members_is_empty() -> None:
+    empty = replace(sample_group(1), members=(), protocol=None, leader=None)
+    state = state_from_metadata(empty)
+    assert (state.state, state.generation, state.protocol, state.leader, state.members) == ("Empty", 42, "", None, ())
+    assert state.state_since_ms is None  # v1 records carry no state timestamp
+
+
+def test_members_are_sorted_so_equal_memberships_compare_equal() -> None:
+    record = sample_group(2)
+    shuffled = replace(record, members=tuple(reversed(record.members)))
+    assert state_from_metadata(shuffled) == state_from_metadata(record)
+
+
+# ----------------------------------------------------------------- description -> GroupState
+
+
+def description(state: ConsumerGroupState, simple: bool = False, **kw: object) -> ConsumerGroupDescription:
+    member = MemberDescription("m-2", "c-2", "/10.0.0.2",
+                               MemberAssignment([TopicPartition("t", 1), TopicPartition("t", 0)]))
+    return ConsumerGroupDescription("g", simple, [member, MemberDescription("m-1", "c-1", "/10.0.0.1", None)],
+                                    "range", state, Node(3, "h", 9092), **kw)
+
+
+@pytest.mark.parametrize(("client_state", "name"), [
+    (ConsumerGroupState.EMPTY, "Empty"), (ConsumerGroupState.PREPARING_REBALANCING, "PreparingRebalance"),
+    (ConsumerGroupState.COMPLETING_REBALANCING, "CompletingRebalance"), (ConsumerGroupState.STABLE, "Stable"),
+    (ConsumerGroupState.DEAD, "Dead"), (ConsumerGroupState.UNKNOWN, "Unknown")])
+def test_description_states_use_kafkas_names(client_state: ConsumerGroupState, name: str) -> None:
+    assert state_from_description(description(client_state)).state == name
+
+
+def test_description_maps_members_coordinator_and_leaves_generation_unknown() -> None:
+    state = state_from_description(description(ConsumerGroupState.STABLE, type=ConsumerGroupType.CONSUMER))
+    assert (state.generation, state.protocol, state.coordinator, state.origin) == (-1, "range", 3, "admin")
+    assert (state.protocol_type, state.group_type) == ("consumer", "consumer")
+    assert [(m.member_id, m.assignment) for m in state.members] == [("m-1", ()), ("m-2", ("t:0", "t:1"))]
+    simple = state_from_description(description(ConsumerGroupState.EMPTY, simple=True))
+    assert (simple.protocol_type, simple.group_type) == ("", "classic")
+
+
+# ----------------------------------------------------------------- lag per topic
+
+
+def test_topic_lag_sums_partitions_and_takes_the_worst_seconds() -> None:
+    samples = LagTable()
+    for partition, end in ((0, 100), (1, 50)):
+        samples.add("t", partition, end, 10.0)
+    samples.add("t", 0, 200, 20.0)
+    committed = {("t", 0): 100, ("t", 1): 50, ("u", 0): 5, ("t", 2): 0}
+    lags = topic_lags(committed, {("t", 0): 200, ("t", 1): 50, ("u", 0): 9}, samples, now=30.0)
+    # t/2 has no end offset: left out; u has no samples: lag seconds unknown
+    assert lags == {"t": TopicLag(lag=100, lag_seconds=20.0, partitions={0: 100, 1: 0}),
+                    "u": TopicLag(lag=4, lag_seconds=None, partitions={0: 4})}
+
+
+def test_committed_beyond_the_sampled_end_is_no_lag() -> None:
+    lags = topic_lags({("t", 0): 12}, {("t", 0): 10}, LagTable(), now=1.0)
+    assert lags["t"].lag == 0
+
+
+# ----------------------------------------------------------------- filters and config
+
+
+def test_filters_match_whole_names() -> None:
+    f = NameFilter(include="orders-.*", exclude=".*-test")
+    assert f("orders-app") and not f("orders-test") and not f("my-orders-app")
+    assert NameFilter()("anything") and not NameFilter(exclude="a.*")("abc")
+
+
+def test_bad_settings_fail_at_construction() -> None:
+    with pytest.raises(ValueError, match="bad regex"):
+        NameFilter(include="(")
+    with pytest.raises(ValueError, match="concurrency"):
+        GroupsConfig("h:9092", "c", concurrency=0)
+    with pytest.raises(ValueError, match="offsets_start"):
+        GroupsConfig("h:9092", "c", offsets_start="middle")  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------- gather
+
+
+def test_batches() -> None:
+    assert list(batches([1, 2, 3, 4, 5], 2)) == [[1, 2], [3, 4], [5]]
+    assert list(batches([], 2)) == []
+
+
+class FakeService:
+    """Answers a batch with futures it resolves later: `slow` items never, `bad` with an error."""
+
+    def __init__(self, slow: set[str] = frozenset(), bad: set[str] = frozenset()) -> None:
+        self.slow, self.bad = slow, bad
+        self.in_flight = self.max_in_flight = 0
+        self.batches: list[list[str]] = []
+        self._lock = threading.Lock()
+
+    def submit(self, batch: list[str]) -> dict[str, Future]:
+        self.batches.append(batch)
+        futures = {item: Future() for item in batch}
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        threading.Timer(0.01, self._answer, (futures,)).start()
+        return futures
+
+    def _answer(self, futures: dict[str, Future]) -> None:
+        with self._lock:
+            self.in_flight -= 1
+        for item, future in futures.items():
+            if item in self.bad:
+                future.set_exception(RuntimeError(f"{item} failed"))
+            elif item not in self.slow:
+                future.set_result(item.upper())
+
+
+def test_gather_batches_with_bounded_concurrency() -> None:
+    service = FakeService()
+    items = [f"g{i}" for i in range(10)]
+    out = gather(items, service.submit, batch_size=3, concurrency=2, timeout=5)
+    assert out.results == {i: i.upper() for i in items} and not out.failures
+    assert out.requests == 4 and [len(b) for b in service.batches] == [3, 3, 3, 1]
+    assert service.max_in_flight <= 2
+
+
+def test_one_slow_or_failing_item_does_not_stall_the_others() -> None:
+    service = FakeService(slow={"g1"}, bad={"g4"})
+    items = [f"g{i}" for i in range(6)]
+    out = gather(items, service.submit, batch_size=2, concurrency=1, timeout=0.3)
+    assert set(out.results) == {"g0", "g2", "g3", "g5"}
+    assert isinstance(out.failures["g1"], TimeoutError) and isinstance(out.failures["g4"], RuntimeError)
+
+
+def test_a_refused_batch_fails_its_items_only() -> None:
+    def submit(batch: list[str]) -> dict[str, Future]:
+        if "x" in batch:
+            raise ValueError("refused")
+        return FakeService().submit(batch)
+
+    out = gather(["a", "x", "b"], submit, batch_size=1, concurrency=1, timeout=5)
+    assert set(out.results) == {"a", "b"} and isinstance(out.failures["x"], ValueError)
+
+
+# ----------------------------------------------------------------- the book
+
+
+def admin_state(group: str = "g", state: str = "Stable") -> GroupState:
+    return GroupState(group=group, state=state, generation=-1)
+
+
+def test_book_reports_changes_once() -> None:
+    book = GroupBook()
+    started = time.monotonic()
+    assert book.observe(admin_state(), started) is Seen.CHANGED
+    assert book.observe(admin_state(), started) is Seen.SAME
+    assert book.observe(admin_state(state="PreparingRebalance"), started) is Seen.CHANGED
+
+
+def test_book_deletes_once_and_does_not_resurrect_from_an_older_observation() -> None:
+    book = GroupBook()
+    started = time.monotonic()
+    book.observe(admin_state(), started)
+    book.commit("g", ("t", 0), 5)
+    assert book.delete("g") and not book.delete("g")
+    assert book.committed(["g"]) == {} and book.emitted_groups() == set()
+    assert book.observe(admin_state(), started) is Seen.DELETED_MEANWHILE
+    assert book.observe(admin_state(), time.monotonic()) is Seen.CHANGED  # re-created later
+
+
+def test_book_committed_offsets() -> None:
+    book = GroupBook()
+    book.commit("g", ("t", 0), 5)
+    book.commit("g", ("t", 1), 7)
+    book.uncommit("g", ("t", 0))
+    assert book.committed(["g", "h"]) == {"g": {("t", 1): 7}}
+    book.replace_committed("g", {})
+    assert book.committed(["g"]) == {}
+
+
+# ----------------------------------------------------------------- __consumer_offsets records
+
+
+@dataclass(frozen=True)
+class Record:
+    """The part of a confluent_kafka.Message the reader reads (Message has no constructor)."""
+    key_: bytes | None
+    value_: bytes | None
+    offset_: int = 0
+    error_: KafkaError | None = None
+    partition_: int = 0
+
+    def key(self) -> bytes | None: return self.key_
+    def value(self) -> bytes | None: return self.value_
+    def offset(self) -> int: return self.offset_
+    def partition(self) -> int: return self.partition_
+    def error(self) -> KafkaError | None: return self.error_
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def publish(self, event: Event) -> None:
+        self.events.append(event)
+
+
+def reader(**settings: object) -> tuple[OffsetsReader, GroupBook, Sink, Telemetry]:
+    book, sink, telemetry = GroupBook(), Sink(), Telemetry("c")
+    config = GroupsConfig("h:9092", "c", **settings)  # type: ignore[arg-type]
+    return OffsetsReader(config, book, Emitter("c", sink, telemetry)), book, sink, telemetry
+
+
+def sample(telemetry: Telemetry, name: str, **labels: str) -> float | None:
+    return telemetry.registry.get_sample_value(name, {"cluster": "c", "source": "groups", **labels})
+
+
+def metadata_record(record: GroupMetadata) -> Record:
+    return Record(group_key(record.group), group_value(record))
+
+
+def test_each_generation_is_one_event_and_a_tombstone_one_delete() -> None:
+    offsets, _, sink, telemetry = reader()
+    record = sample_group(3)
+    for message in (metadata_record(record), metadata_record(record),
+                    metadata_record(replace(record, generation=43)),
+                    Record(group_key("orders-app"), None), Record(group_key("orders-app"), None)):
+        offsets.handle(message)  # type: ignore[arg-type]
+    assert [(e.op, e.data and e.data.generation) for e in sink.events] == [
+        ("upsert", 42), ("upsert", 43), ("delete", None)]
+    assert sink.events[0].entity == "group:orders-app" and sink.events[0].source == "groups"
+    assert sample(telemetry, "kmon_collector_events_total", kind="group") == 3
+
+
+def test_commits_update_the_book_without_events() -> None:
+    offsets, book, sink, _ = reader(topics=NameFilter(exclude="payments"))
+    commit = sample_offset(3)
+    offsets.handle(Record(offset_key(commit.group, commit.topic, commit.partition), offset_value(commit)))  # type: ignore[arg-type]
+    offsets.handle(Record(offset_key(commit.group, "payments", 0), offset_value(commit)))  # type: ignore[arg-type]
+    assert book.committed([commit.group]) == {commit.group: {("orders", 7): commit.offset}}
+    offsets.handle(Record(offset_key(commit.group, commit.topic, commit.partition), None))  # type: ignore[arg-type]
+    assert book.committed([commit.group]) == {} and sink.events == []
+
+
+def test_filtered_groups_are_ignored() -> None:
+    offsets, _, sink, _ = reader(groups=NameFilter(exclude="orders-.*"))
+    offsets.handle(metadata_record(sample_group(2)))  # type: ignore[arg-type]
+    assert sink.events == []
+
+
+@pytest.mark.parametrize(("key", "value", "kind"), [
+    (b"\x00", b"", "malformed"),                                   # truncated key
+    (group_key("g"), b"\x00\x63garbage", "malformed"),             # unknown value version
+    (None, b"x", "malformed"),                                     # no key
+    (b"\x00\x09\x00\x01g", b"", "unknown"),                        # a record type not decoded
+])
+def test_bad_records_are_counted_and_skipped(key: bytes | None, value: bytes, kind: str) -> None:
+    offsets, _, sink, telemetry = reader()
+    offsets.handle(Record(key, value, offset_=17))  # type: ignore[arg-type]
+    offsets.handle(metadata_record(sample_group(4)))  # type: ignore[arg-type]
+    assert sample(telemetry, "kmon_collector_malformed_total", kind=kind) == 1
+    assert len(sink.events) == 1  # the reader went on
+
+
+def test_end_of_every_partition_means_caught_up() -> None:
+    offsets, _, _, _ = reader()
+    offsets._partitions = 2
+    eof = KafkaError(KafkaError._PARTITION_EOF)
+    offsets.handle(Record(None, None, error_=eof, partition_=0))  # type: ignore[arg-type]
+    assert not offsets.caught_up.is_set()
+    offsets.handle(Record(None, None, error_=eof, partition_=1))  # type: ignore[arg-type]
+    assert offsets.caught_up.is_set()
+
+
+def test_collector_events_survive_the_wire_format() -> None:
+    """What the collector emits is what the stream decodes (lag keyed by int partitions)."""
+    sink = Sink()
+    emitter = Emitter("c", sink, Telemetry("c"))
+    lag = {"t": TopicLag(lag=5, lag_seconds=1.5, partitions={0: 2, 1: 3})}
+    emitter.upsert(replace(state_from_metadata(sample_group(4)), lag=lag))
+    emitter.delete("orders-app")
+    assert [decode(encode(e)) for e in sink.events] == sink.events

@@ -1,0 +1,247 @@
+"""The pure half of the ZooKeeper collector: which events a sequence of reads implies."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from kazoo.protocol.states import ZnodeStat
+
+from collectors.zk.collector import Read, Round, ZkTree, version_gap
+from collectors.zk.znodes import ZkPaths
+from kmon.events import ControllerState, Event
+
+
+class FakeZk:
+    """Just enough of ZooKeeper's bookkeeping (zxids, versions, pzxid) to drive a ZkTree."""
+
+    def __init__(self) -> None:
+        self.zxid = 0
+        self.nodes: dict[str, list[int | bytes]] = {"/": [b"", 0, 0, 0, 0]}  # data, czxid, mzxid, version, pzxid
+
+    def set(self, path: str, data: bytes | dict) -> None:
+        raw = json.dumps(data).encode() if isinstance(data, dict) else data
+        self.zxid += 1
+        if path in self.nodes:
+            node = self.nodes[path]
+            node[0], node[2], node[3] = raw, self.zxid, node[3] + 1
+            return
+        parent = path.rpartition("/")[0] or "/"
+        if parent not in self.nodes:
+            self.set(parent, b"")
+            self.zxid += 1
+        self.nodes[path] = [raw, self.zxid, self.zxid, 0, self.zxid]
+        self.nodes[parent][4] = self.zxid
+
+    def delete(self, path: str) -> None:
+        for child in self.children(path):
+            self.delete(f"{path}/{child}")
+        self.zxid += 1
+        del self.nodes[path]
+        self.nodes[path.rpartition("/")[0] or "/"][4] = self.zxid
+
+    def children(self, path: str) -> list[str]:
+        return sorted(p.rpartition("/")[2] for p in self.nodes if p.rpartition("/")[0] == path)
+
+    def stat(self, path: str) -> ZnodeStat:
+        _, czxid, mzxid, version, pzxid = self.nodes[path]
+        return ZnodeStat(czxid, mzxid, 0, mzxid * 10, version, 0, 0, 0, 0, 0, pzxid)
+
+    def absence_zxid(self, path: str) -> int:
+        while path not in self.nodes:
+            path = path.rpartition("/")[0] or "/"
+        return self.nodes[path][4]
+
+    def read(self, tree: ZkTree, rnd: Round) -> None:
+        """What ZkCollector._read does, minus watches."""
+        while batch := rnd.take(100):
+            for path in batch:
+                mode = tree.read_mode(path)
+                if mode is Read.IGNORE:
+                    continue
+                if path in self.nodes:
+                    if mode is Read.LIST:
+                        tree.on_children(path, self.children(path), self.stat(path).pzxid, rnd)
+                    else:
+                        tree.on_data(path, self.nodes[path][0], self.stat(path), rnd)
+                elif mode in (Read.LIST, Read.WATCH_CREATE):
+                    tree.on_absent(path, self.absence_zxid(path), rnd)
+
+
+PATHS = ZkPaths("/kafka")
+
+
+def kafka_tree() -> FakeZk:
+    zk = FakeZk()
+    zk.set("/kafka/controller_epoch", b"3")
+    zk.set("/kafka/controller", {"version": 1, "brokerid": 1, "timestamp": "1700000000000"})
+    for b in (1, 2):
+        zk.set(f"/kafka/brokers/ids/{b}", {"version": 5, "host": "h", "port": 9092 + b, "jmx_port": -1,
+                                          "endpoints": [f"PLAINTEXT://h:{9092 + b}"]})
+    add_topic(zk, "orders", {0: [1, 2], 1: [2, 1]})
+    for d in ("/kafka/admin/delete_topics", "/kafka/isr_change_notification"):
+        zk.set(d, b"")
+    return zk
+
+
+def add_topic(zk: FakeZk, topic: str, assignment: dict[int, list[int]]) -> None:
+    zk.set(f"/kafka/config/topics/{topic}", {"version": 1, "config": {}})
+    zk.set(f"/kafka/brokers/topics/{topic}",
+           {"version": 2, "partitions": {str(p): r for p, r in assignment.items()}})
+    for p, replicas in assignment.items():
+        set_state(zk, topic, p, leader=replicas[0], isr=replicas)
+
+
+def set_state(zk: FakeZk, topic: str, p: int, leader: int, isr: list[int], epoch: int = 0) -> None:
+    zk.set(f"/kafka/brokers/topics/{topic}/partitions/{p}/state",
+           {"version": 1, "leader": leader, "leader_epoch": epoch, "isr": isr, "controller_epoch": 3})
+
+
+def snapshot(tree: ZkTree, zk: FakeZk) -> list[Event]:
+    rnd = Round(full=True)
+    for path in tree.roots():
+        rnd.follow(path)
+    zk.read(tree, rnd)
+    return tree.snapshot("s1", "start", 1, 2)
+
+
+def follow(tree: ZkTree, zk: FakeZk, *paths: str) -> tuple[list[Event], Round]:
+    rnd = Round(full=False)
+    for path in paths:
+        rnd.follow(path)
+    zk.read(tree, rnd)
+    return tree.changes(rnd, 3), rnd
+
+
+@pytest.fixture
+def zk() -> FakeZk:
+    return kafka_tree()
+
+
+@pytest.fixture
+def tree(zk: FakeZk) -> ZkTree:
+    tree = ZkTree(PATHS, "c1")
+    snapshot(tree, zk)
+    return tree
+
+
+def test_version_gap() -> None:
+    assert version_gap((10, 3), 10, 4, live=True) == 0
+    assert version_gap((10, 3), 10, 7, live=True) == 3       # versions 4-6 coalesced
+    assert version_gap((10, 3), 10, 3, live=False) == 0      # the same version again
+    assert version_gap((10, 3), 20, 2, live=True) == 2       # re-created, versions 0-1 missed
+    assert version_gap(None, 20, 2, live=True) == 2          # created while watched
+    assert version_gap(None, 20, 2, live=False) == 0         # first seen in a snapshot: unknown
+
+
+def test_snapshot_brackets_every_entity_in_order(zk: FakeZk) -> None:
+    events = snapshot(ZkTree(PATHS, "c1"), zk)
+    assert [e.entity for e in events] == [
+        "snapshot:zk", "controller", "broker:1", "broker:2", "topic:orders",
+        "partition:orders:0", "partition:orders:1", "snapshot:zk"]
+    begin, *entities, end = events
+    assert (begin.kind, end.kind, end.data.entities, end.data.begun_ms) == ("snapshot_begin", "snapshot_end", 6, 1)
+    assert {e.snapshot_id for e in events} == {"s1"} and all(e.op == "upsert" for e in entities)
+    controller = entities[0]
+    assert controller.data == ControllerState(1, 3, 1700000000000)
+    assert controller.zxid == zk.nodes["/kafka/controller"][2]   # newer than the epoch
+    assert controller.message_key == "c1/controller"
+    assert end.zxid == max(e.zxid for e in entities)
+
+
+def test_unchanged_reread_emits_nothing_and_a_change_one_event(tree: ZkTree, zk: FakeZk) -> None:
+    state = "/kafka/brokers/topics/orders/partitions/0/state"
+    assert follow(tree, zk, state)[0] == []
+    set_state(zk, "orders", 0, leader=1, isr=[1], epoch=1)
+    [event], _ = follow(tree, zk, state)
+    assert (event.entity, event.data.isr, event.zxid) == ("partition:orders:0", (1,), zk.zxid)
+    assert (event.znode.path, event.znode.version, event.znode.version_gap) == (state, 1, 0)
+
+
+def test_coalesced_writes_show_as_a_version_gap(tree: ZkTree, zk: FakeZk) -> None:
+    state = "/kafka/brokers/topics/orders/partitions/1/state"
+    for epoch in (1, 2, 3):
+        set_state(zk, "orders", 1, leader=2, isr=[2], epoch=epoch)
+    [event], _ = follow(tree, zk, state)
+    assert (event.znode.version, event.znode.version_gap) == (3, 2)
+
+
+def test_topic_combines_assignment_and_config(tree: ZkTree, zk: FakeZk) -> None:
+    zk.set("/kafka/config/topics/orders", {"version": 1, "config": {"min.insync.replicas": "2"}})
+    [event], _ = follow(tree, zk, "/kafka/config/topics/orders")
+    assert event.data.config == {"min.insync.replicas": "2"} and event.data.replicas == {0: (1, 2), 1: (2, 1)}
+    assert event.zxid == zk.zxid and event.znode.path == "/kafka/config/topics/orders"
+
+
+def test_new_topic_and_added_partition_are_followed(tree: ZkTree, zk: FakeZk) -> None:
+    add_topic(zk, "pay", {0: [1]})
+    events, _ = follow(tree, zk, "/kafka/brokers/topics")
+    assert [e.entity for e in events] == ["topic:pay", "partition:pay:0"]
+    assert events[1].znode.version_gap == 0
+    zk.set("/kafka/brokers/topics/pay", {"version": 2, "partitions": {"0": [1], "1": [2]}})
+    events, _ = follow(tree, zk, "/kafka/brokers/topics/pay")   # state znode not created yet
+    assert [e.entity for e in events] == ["topic:pay"]
+    assert tree.read_mode("/kafka/brokers/topics/pay/partitions/1/state") is Read.WATCH_CREATE
+    set_state(zk, "pay", 1, leader=2, isr=[2])
+    [event], _ = follow(tree, zk, "/kafka/brokers/topics/pay/partitions/1/state")
+    assert event.entity == "partition:pay:1"
+
+
+def test_deleted_topic_deletes_partitions_then_topic_at_the_listing_pzxid(tree: ZkTree, zk: FakeZk) -> None:
+    zk.set("/kafka/admin/delete_topics/orders", b"")
+    [marker], _ = follow(tree, zk, "/kafka/admin/delete_topics")
+    assert (marker.entity, marker.op) == ("topic_deletion:orders", "upsert")
+    # being deleted: a vanished partition state gets no exists-watch
+    assert tree.read_mode("/kafka/brokers/topics/orders/partitions/0/state") is Read.WATCH
+    zk.delete("/kafka/brokers/topics/orders")
+    zk.delete("/kafka/config/topics/orders")
+    zk.delete("/kafka/admin/delete_topics/orders")
+    events, _ = follow(tree, zk, "/kafka/brokers/topics", "/kafka/admin/delete_topics")
+    assert [(e.entity, e.op) for e in events] == [
+        ("partition:orders:0", "delete"), ("partition:orders:1", "delete"), ("topic:orders", "delete"),
+        ("topic_deletion:orders", "delete")]
+    assert all(e.data is None for e in events)
+    assert {e.zxid for e in events[:3]} == {zk.nodes["/kafka/brokers/topics"][4]}   # the topic znode's deletion
+    assert tree.read_mode("/kafka/brokers/topics/orders/partitions/0/state") is Read.IGNORE
+
+
+def test_snapshot_after_blindness_deletes_what_vanished_and_repeats_the_rest(tree: ZkTree, zk: FakeZk) -> None:
+    before = {e.entity: e.zxid for e in snapshot(ZkTree(PATHS, "c1"), zk)}
+    zk.delete("/kafka/brokers/ids/2")
+    events = snapshot(tree, zk)
+    deletes = [e for e in events if e.op == "delete"]
+    assert [(e.entity, e.snapshot_id) for e in deletes] == [("broker:2", "s1")]
+    assert events.index(deletes[0]) == len(events) - 2   # inside the markers, after the upserts
+    upserts = {e.entity: e.zxid for e in events if e.op == "upsert"}
+    assert upserts == {k: v for k, v in before.items() if k not in ("broker:2", "snapshot:zk")}
+    assert all(e.znode.version_gap == 0 for e in events if e.op == "upsert")
+
+
+def test_controller_gone_is_a_state_with_the_deletion_zxid(tree: ZkTree, zk: FakeZk) -> None:
+    zk.delete("/kafka/controller")
+    [event], _ = follow(tree, zk, "/kafka/controller")
+    assert (event.op, event.data) == ("upsert", ControllerState(-1, 3))
+    assert event.zxid == zk.zxid   # the chroot's pzxid: the deletion itself
+
+
+def test_malformed_znode_keeps_last_state_and_is_reported(tree: ZkTree, zk: FakeZk) -> None:
+    zk.set("/kafka/admin/reassign_partitions", b"{not json")
+    events, rnd = follow(tree, zk, "/kafka/admin/reassign_partitions")
+    assert events == [] and [r.value for r, _ in rnd.malformed] == ["reassignment"]
+    assert "/kafka/admin/reassign_partitions" in str(rnd.malformed[0][1])
+    zk.set("/kafka/admin/reassign_partitions", {"version": 1, "partitions": [
+        {"topic": "orders", "partition": 0, "replicas": [2, 1]}]})
+    [event], _ = follow(tree, zk, "/kafka/admin/reassign_partitions")
+    assert event.data.partitions == {"orders:0": (2, 1)} and event.znode.version == 1
+    zk.set("/kafka/config/topics/orders", {"config": {"retention.ms": 5}})   # a number: wrong type
+    events, rnd = follow(tree, zk, "/kafka/config/topics/orders")
+    assert events == [] and [r.value for r, _ in rnd.malformed] == ["topic_config"]
+    snap = {e.entity: e for e in snapshot(tree, zk)}
+    assert snap["topic:orders"].data.config == {}   # the last valid config stands
+
+
+def test_badly_named_children_are_reported_not_followed(tree: ZkTree, zk: FakeZk) -> None:
+    zk.set("/kafka/brokers/ids/not-a-number", {"version": 5})
+    events, rnd = follow(tree, zk, "/kafka/brokers/ids")
+    assert events == [] and [r.value for r, _ in rnd.malformed] == ["broker_ids"]
+    zk.delete("/kafka/brokers/ids/not-a-number")
+    assert follow(tree, zk, "/kafka/brokers/ids")[0] == []
