@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kazoo.client").setLevel(logging.WARNING)
+    for chatty in ("kazoo.client", "py4j"):  # connection chatter that says nothing about kmon
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
         return args.handler(args)
     except (StackError, MissingTool, TimeoutError) as e:

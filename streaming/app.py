@@ -102,6 +102,7 @@ def _session(cfg: StreamConfig):
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",  # progress bars would fill the log file
         "spark.sql.session.timeZone": "UTC",
     }.items():
         if v:

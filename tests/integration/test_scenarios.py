@@ -1,0 +1,297 @@
+"""The design brief's fault scenarios, end to end: real ZooKeeper, brokers, collectors,
+Spark app and Prometheus; assertions on the exported /metrics and on Prometheus's alerts."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.parse
+import urllib.request
+from typing import Iterator
+
+import pytest
+from confluent_kafka import Consumer, ElectionType
+
+from kmon.monitor import MonitorOptions, start_monitor
+from kmon.stack.local import LocalStack, StackRequest
+from tests.support import assigned_replicas, create_topic, eventually, metrics, partition_state, value
+
+pytestmark = pytest.mark.integration
+CLUSTER = "scenarios"
+
+
+# ---------------------------------------------------------------- fixtures and probes
+
+@pytest.fixture(scope="module")
+def monitored(tmp_path_factory: pytest.TempPathFactory, toolchain) -> Iterator[LocalStack]:
+    stack = LocalStack(tmp_path_factory.mktemp("monitored"), toolchain, die_with_parent=True)
+    try:
+        stack.up(StackRequest(brokers=3, fast=True, prometheus=True))
+        start_monitor(stack, MonitorOptions(cluster=CLUSTER, trigger_seconds=0.5, groups_poll_seconds=2))
+        yield stack
+    finally:
+        stack.down(timeout=10)
+
+
+@pytest.fixture
+def mon(monitored: LocalStack) -> Iterator[LocalStack]:
+    yield monitored
+    monitored.restart_stopped()
+
+
+def v(stack: LocalStack, name: str, **labels: str) -> float | None:
+    assert stack.state
+    return value(stack.state.stream_port, name, CLUSTER, **labels)
+
+
+def collector_value(stack: LocalStack, collector: str, name: str, **labels: str) -> float | None:
+    """A metric of the zk or groups collector process (its series are labelled source=<collector>)."""
+    assert stack.state
+    return value(stack.state.collector_ports[collector], name, CLUSTER, **{"source": collector, **labels})
+
+
+def prom(stack: LocalStack, path: str, **params: str) -> dict:
+    url = f"{stack.state.url('prometheus')}{path}?{urllib.parse.urlencode(params)}"  # type: ignore[union-attr]
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read())["data"]
+
+
+def firing(stack: LocalStack) -> set[str]:
+    return {a["labels"]["alertname"] for a in prom(stack, "/api/v1/alerts")["alerts"] if a["state"] == "firing"}
+
+
+def ever_fired(stack: LocalStack, alert: str, window: str, **labels: str) -> bool:
+    sel = ",".join([f'alertname="{alert}"', 'alertstate="firing"'] + [f'{k}="{x}"' for k, x in labels.items()])
+    return bool(prom(stack, "/api/v1/query", query=f"max_over_time(ALERTS{{{sel}}}[{window}])")["result"])
+
+
+def wait_for_topic(stack: LocalStack, topic: str, partitions: int) -> None:
+    eventually(lambda: v(stack, "kmon_partitions", topic=topic) == partitions
+               and v(stack, "kmon_under_replicated_partitions", topic=topic) == 0, 90, f"{topic} exported healthy")
+
+
+# ---------------------------------------------------------------- scenarios
+
+def test_0_healthy_cluster_is_exported_and_fires_nothing(mon: LocalStack) -> None:
+    eventually(lambda: v(mon, "kmon_brokers") == 3, 180, "brokers exported")
+    assert v(mon, "kmon_controller_id") == mon.controller_id()
+    assert v(mon, "kmon_active_controller_count") == 1
+    # Prometheus scrapes both collectors and the stream (5 s interval, rules every 5 s)
+    eventually(lambda: len([r for r in prom(mon, "/api/v1/query", query='up == 1')["result"]]) == 3, 90,
+               "all kmon targets up in Prometheus")
+    time.sleep(30)  # let every rule evaluate several times over healthy data
+    assert firing(mon) == set()
+
+
+def test_1_follower_killed_shrinks_isr_then_expands_after_restart(mon: LocalStack) -> None:
+    topic = "s1-follower"
+    create_topic(mon, topic, partitions=3, rf=3)
+    wait_for_topic(mon, topic, 3)
+    controller = mon.controller_id()
+    victim = next(b for b in mon.broker_ids() if b != controller)
+    mon.kill_broker(victim)
+    eventually(lambda: v(mon, "kmon_broker_up", broker=str(victim)) == 0, 90, "broker down exported")
+    eventually(lambda: v(mon, "kmon_isr_shrinks_total", topic=topic, broker=str(victim)) == 3, 90,
+               "one shrink per partition")
+    assert v(mon, "kmon_under_replicated_partitions", topic=topic) == 3
+    assert v(mon, "kmon_brokers") == 2
+    eventually(lambda: {"BrokerDown", "UnderReplicatedPartitions", "IsrShrinking"} <= firing(mon), 150,
+               "alerts firing in Prometheus")
+    mon.start_broker(victim)
+    eventually(lambda: v(mon, "kmon_under_replicated_partitions", topic=topic) == 0, 120, "URP back to 0")
+    eventually(lambda: v(mon, "kmon_isr_expands_total", topic=topic, broker=str(victim)) == 3, 60, "expands")
+    assert v(mon, "kmon_isr_shrinks_total", topic=topic, broker=str(victim)) == 3  # nothing counted twice
+    assert v(mon, "kmon_broker_up", broker=str(victim)) == 1
+
+
+def test_2_controller_killed_is_replaced_and_repeated_kills_flap(mon: LocalStack) -> None:
+    eventually(lambda: v(mon, "kmon_controller_id") == mon.controller_id(), 60, "controller exported")
+    for _ in range(3):
+        old, epoch = mon.controller_id(), v(mon, "kmon_controller_epoch")
+        changes = v(mon, "kmon_controller_changes_total")
+        mon.kill_broker(old)
+        eventually(lambda: v(mon, "kmon_controller_id") not in (None, -1, old), 90, "new controller exported")
+        assert v(mon, "kmon_controller_epoch") > epoch
+        assert v(mon, "kmon_controller_changes_total") >= changes + 1
+        mon.start_broker(old)
+    eventually(lambda: "ControllerFlapping" in firing(mon), 120, "ControllerFlapping firing")
+
+
+def test_3_leader_killed_moves_leaders_and_preferred_election_restores_balance(mon: LocalStack) -> None:
+    from confluent_kafka.admin import AdminClient
+    topic = "s3-balance"
+    create_topic(mon, topic, partitions=6, rf=3)
+    wait_for_topic(mon, topic, 6)
+    assert mon.state
+    admin = AdminClient({"bootstrap.servers": mon.state.bootstrap_servers})
+
+    def preferred_election() -> None:
+        try:
+            admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=60)
+        except Exception as e:  # partitions already led by their preferred replica are reported as errors
+            if "ELECTION_NOT_NEEDED" not in str(e):
+                raise
+
+    # earlier scenarios moved leaders and auto.leader.rebalance is off: start balanced
+    preferred_election()
+    eventually(lambda: v(mon, "kmon_preferred_replica_imbalance") == 0, 90, "balanced at start")
+    victim = assigned_replicas(mon, topic, 0)[0]
+    led = v(mon, "kmon_broker_leader_partitions", broker=str(victim))
+    assert led and led > 0
+    mon.kill_broker(victim)
+    eventually(lambda: v(mon, "kmon_broker_leader_partitions", broker=str(victim)) == 0, 90, "leaders moved away")
+    mon.start_broker(victim)
+    # auto.leader.rebalance is off in the fast stack, so leadership stays away from it
+    eventually(lambda: (v(mon, "kmon_broker_leader_imbalance_ratio", broker=str(victim)) or 0) == 1.0, 90,
+               "imbalance ratio of the restarted broker")
+    assert v(mon, "kmon_preferred_replica_imbalance") >= 2
+    eventually(lambda: victim in partition_state(mon, topic, 0)["isr"], 60, "victim back in the ISR")
+    preferred_election()
+    eventually(lambda: v(mon, "kmon_preferred_replica_imbalance") == 0, 90, "preferred election restores balance")
+    assert v(mon, "kmon_broker_leader_imbalance_ratio", broker=str(victim)) == 0
+    assert v(mon, "kmon_broker_leader_partitions", broker=str(victim)) == led
+
+
+def test_4_reassignment_counts_reassigning_without_a_false_urp_alert(mon: LocalStack) -> None:
+    topic = "s4-reassign"
+    create_topic(mon, topic, partitions=1, rf=2)
+    wait_for_topic(mon, topic, 1)
+    before = assigned_replicas(mon, topic, 0)
+    spare = next(b for b in mon.broker_ids() if b not in before)
+    target = [before[0], spare]
+    # the new replica's broker is down, so the reassignment stays in progress until it returns
+    mon.kill_broker(spare)
+    eventually(lambda: v(mon, "kmon_broker_up", broker=str(spare)) == 0, 90, "spare broker down")
+    client = mon.zk()
+    try:
+        client.create("/admin/reassign_partitions", json.dumps(
+            {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": target}]}).encode(),
+            makepath=True)
+    finally:
+        client.stop(); client.close()
+    eventually(lambda: v(mon, "kmon_reassigning_partitions") == 1, 60, "reassigning partition exported")
+    # Kafka's rule: replicas being added do not count, so the partition is not under-replicated
+    assert v(mon, "kmon_under_replicated_partitions", topic=topic) == 0
+    mon.start_broker(spare)
+    eventually(lambda: sorted(assigned_replicas(mon, topic, 0)) == sorted(target), 120, "reassignment done")
+    eventually(lambda: v(mon, "kmon_reassigning_partitions") == 0, 60, "reassignment over in the views")
+    assert v(mon, "kmon_under_replicated_partitions", topic=topic) == 0
+    time.sleep(10)  # a few more rule evaluations
+    assert not ever_fired(mon, "UnderReplicatedPartitions", "10m", topic=topic)
+
+
+class Member(threading.Thread):
+    """A consumer group member that polls until stopped; close() leaves the group."""
+
+    def __init__(self, stack: LocalStack, group: str, topic: str, **conf: object):
+        super().__init__(daemon=True)
+        assert stack.state
+        self.consumer = Consumer({"bootstrap.servers": stack.state.bootstrap_servers, "group.id": group,
+                                  "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                                  "heartbeat.interval.ms": 1000, **conf})
+        self.consumer.subscribe([topic])
+        self.stop = threading.Event()
+        self.paused = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            if self.paused.is_set():
+                time.sleep(0.1)
+                continue
+            self.consumer.poll(0.2)
+        self.consumer.close()
+
+    def leave(self) -> None:
+        self.stop.set()
+        self.join(30)
+
+
+def test_5_rebalances_are_counted_once_per_generation_and_a_held_rebalance_shows(mon: LocalStack) -> None:
+    topic, group = "s5-groups", "s5-group"
+    create_topic(mon, topic, partitions=4, rf=3)
+    members = [Member(mon, group, topic, **{"max.poll.interval.ms": 60000})]
+    try:
+        eventually(lambda: v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 1
+                   and v(mon, "kmon_consumer_group_members", group=group) == 1, 120, "group stable")
+        gen0 = v(mon, "kmon_consumer_group_generation", group=group)
+        reb0 = v(mon, "kmon_consumer_group_rebalances_total", group=group)
+        members.append(Member(mon, group, topic))
+        eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) == 2
+                   and v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 1, 90, "second joined")
+        members.pop().leave()
+        eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) == 1
+                   and v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 1, 90, "second left")
+        eventually(lambda: v(mon, "kmon_consumer_group_generation", group=group) == gen0 + 2, 60, "generation")
+        assert v(mon, "kmon_consumer_group_rebalances_total", group=group) == reb0 + 2
+
+        # hold the group in rebalance: the first member stops polling, so it cannot rejoin
+        # until its max.poll.interval runs out, while a newcomer waits
+        members[0].paused.set()
+        members.append(Member(mon, group, topic))
+        eventually(lambda: v(mon, "kmon_consumer_group_state", group=group, state="PreparingRebalance") == 1,
+                   90, "PreparingRebalance exported")
+        eventually(lambda: (v(mon, "kmon_consumer_group_state_seconds", group=group) or 0) >= 10, 60,
+                   "time in state grows")
+        assert v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 0
+    finally:
+        for m in members:
+            m.paused.clear()
+            m.leave()
+    # a deleted group leaves no stale series (and no activity behind for later scenarios)
+    from confluent_kafka.admin import AdminClient
+    assert mon.state
+    admin = AdminClient({"bootstrap.servers": mon.state.bootstrap_servers})
+    try:
+        admin.delete_consumer_groups([group], request_timeout=30)[group].result(timeout=60)
+    except Exception as e:  # Kafka may have removed the empty, never-committed group already
+        if "GROUP_ID_NOT_FOUND" not in str(e):
+            raise
+    eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) is None, 90, "deleted group gone")
+
+
+def test_7_collector_and_stream_killed_restart_with_the_same_views_and_see_deletions(mon: LocalStack) -> None:
+    topic = "s7-deleted-while-blind"
+    create_topic(mon, topic, partitions=2, rf=3)
+    wait_for_topic(mon, topic, 2)
+
+    def counters() -> dict:
+        assert mon.state
+        return {k: x for k, x in metrics(mon.state.stream_port).items()
+                if k[0].endswith("_total") and k[0].startswith(("kmon_isr", "kmon_leader", "kmon_unclean",
+                                                                 "kmon_controller"))
+                and ("topic", topic) not in k[1]}
+
+    before = counters()
+    assert before
+    mon.kill("collector-zk")
+    mon.kill("stream")
+    from confluent_kafka.admin import AdminClient
+    assert mon.state
+    admin = AdminClient({"bootstrap.servers": mon.state.bootstrap_servers})
+    admin.delete_topics([topic])[topic].result(timeout=30)
+    eventually(lambda: not mon.zk_exists(f"/brokers/topics/{topic}"), 60, "topic deleted in ZooKeeper")
+    mon.start("stream")
+    mon.start("collector-zk")
+    eventually(lambda: v(mon, "kmon_brokers") == 3, 180, "views back after restart")
+    eventually(lambda: v(mon, "kmon_partitions", topic=topic) is None, 120, "deleted topic gone after resync")
+    assert counters() == before
+    eventually(lambda: (collector_value(mon, "zk", "kmon_collector_resyncs_total") or 0) >= 1, 30,
+               "resync counted")
+
+
+def test_8_garbage_in_a_znode_is_counted_and_survived(mon: LocalStack) -> None:
+    topic = "s8-garbage"
+    create_topic(mon, topic, partitions=1, rf=3)
+    wait_for_topic(mon, topic, 1)
+    client = mon.zk()
+    try:
+        client.set(f"/config/topics/{topic}", b"{not json")
+        eventually(lambda: (collector_value(mon, "zk", "kmon_collector_malformed_total", kind="topic_config") or 0) >= 1,
+                   60, "malformed counted")
+        client.set(f"/config/topics/{topic}", json.dumps(
+            {"version": 1, "config": {"min.insync.replicas": "3"}}).encode())
+    finally:
+        client.stop(); client.close()
+    eventually(lambda: v(mon, "kmon_at_min_isr_partitions", topic=topic) == 1, 60, "valid data applied again")
+    assert all(c.alive() for c in mon.state.components.values())  # type: ignore[union-attr]
