@@ -295,3 +295,61 @@ def test_8_garbage_in_a_znode_is_counted_and_survived(mon: LocalStack) -> None:
         client.stop(); client.close()
     eventually(lambda: v(mon, "kmon_at_min_isr_partitions", topic=topic) == 1, 60, "valid data applied again")
     assert all(c.alive() for c in mon.state.components.values())  # type: ignore[union-attr]
+
+
+def test_9_every_dashboard_query_returns_data_for_its_scenario(mon: LocalStack) -> None:
+    """Issue 6: the dashboards' queries, run against the Prometheus that scraped the scenarios
+    above, each return data; a live group with lag feeds the consumer-group panels."""
+    from confluent_kafka import Producer
+
+    from dashboards.catalog import load_all, queries_for_prometheus
+    topic, group = "s9-lag", "s9-group"
+    create_topic(mon, topic, partitions=2, rf=3)
+    assert mon.state
+    p = Producer({"bootstrap.servers": mon.state.bootstrap_servers})
+    for i in range(100):
+        p.produce(topic, value=b"m%d" % i)
+    p.flush(30)
+    member = Member(mon, group, topic, **{"enable.auto.commit": False, "max.poll.interval.ms": 60000})
+    try:
+        # consume a little and commit it, then stay in the group behind the end
+        def consumed_some() -> bool:
+            member.paused.set()
+            msgs = member.consumer.consume(10, timeout=1)
+            if msgs:
+                member.consumer.commit(asynchronous=False)
+            member.paused.clear()
+            return bool(msgs)
+        eventually(consumed_some, 60, "consumed and committed")
+        eventually(lambda: (v(mon, "kmon_consumer_group_lag", group=group, topic=topic) or 0) > 0, 120, "lag exported")
+        eventually(lambda: prom(mon, "/api/v1/query", query=f'kmon_consumer_group_lag_seconds{{group="{group}"}}')
+                   ["result"], 90, "lag seconds scraped")
+        # the fault panels need their faults: garbage in a znode and on the events topic, a dead follower
+        client = mon.zk()
+        try:
+            client.set(f"/config/topics/{topic}", b"\xff garbage")
+            eventually(lambda: collector_value(mon, "zk", "kmon_collector_malformed_total", kind="topic_config"),
+                       60, "garbage seen")
+            client.set(f"/config/topics/{topic}", json.dumps({"version": 1, "config": {}}).encode())
+        finally:
+            client.stop(); client.close()
+        p.produce("kmon-events", key=f"{CLUSTER}/partition:{topic}:0".encode(), value=b"{garbage")
+        p.flush(30)
+        queries = [(f"{d['title']} / {title}", expr) for d in load_all()
+                   for title, expr in queries_for_prometheus(d, CLUSTER, range_="30m")]
+        has_data = lambda expr: bool(prom(mon, "/api/v1/query", query=expr)["result"])
+        # healthy-cluster panels now (a dead broker can take its groups' coordinator, and lag, away)
+        empty = [(name, expr) for name, expr in queries if not has_data(expr)]
+        victim = next(b for b in mon.broker_ids() if b != mon.controller_id())
+        mon.kill_broker(victim)
+        eventually(lambda: prom(mon, "/api/v1/query", query=f'kmon_partition_isr_size{{cluster="{CLUSTER}"}}')
+                   ["result"], 120, "unhealthy partitions scraped")
+        still_empty = []
+        for name, expr in empty:
+            try:
+                eventually(lambda: has_data(expr), 60, name, interval=5)
+            except AssertionError:
+                still_empty.append(f"{name}: {expr}")
+        assert not still_empty, "queries without data:\n" + "\n".join(still_empty)
+    finally:
+        member.leave()
