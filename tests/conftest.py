@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import signal
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -25,24 +26,29 @@ def pytest_configure(config: pytest.Config) -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-def start_stack(directory: Path, toolchain: Toolchain, **request: object) -> LocalStack:
+@contextmanager
+def running_stack(directory: Path, toolchain: Toolchain, **request: object) -> Iterator[LocalStack]:
+    """A fast-failure-detection stack (no Prometheus unless asked) for a fixture's lifetime."""
     stack = LocalStack(directory, toolchain, die_with_parent=True)
     try:
-        stack.up(StackRequest(fast=True, prometheus=False, **request))  # type: ignore[arg-type]
-    except BaseException:
-        stack.down(timeout=5)
-        raise
-    return stack
+        stack.up(StackRequest(**{"fast": True, "prometheus": False, **request}))  # type: ignore[arg-type]
+        yield stack
+    finally:
+        stack.down(timeout=10)
 
 
 @pytest.fixture(scope="session")
 def session_stack(tmp_path_factory: pytest.TempPathFactory, toolchain: Toolchain) -> Iterator[LocalStack]:
     """Three brokers with fast failure detection, shared by the whole session."""
-    stack = start_stack(tmp_path_factory.mktemp("stack"), toolchain, brokers=3)
-    try:
+    with running_stack(tmp_path_factory.mktemp("stack"), toolchain, brokers=3) as stack:
         yield stack
-    finally:
-        stack.down(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def chroot_stack(tmp_path_factory: pytest.TempPathFactory, toolchain: Toolchain) -> Iterator[LocalStack]:
+    """Three brokers whose Kafka tree lives under /kafka in ZooKeeper."""
+    with running_stack(tmp_path_factory.mktemp("chroot-stack"), toolchain, brokers=3, chroot="/kafka") as stack:
+        yield stack
 
 
 @pytest.fixture

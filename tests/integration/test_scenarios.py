@@ -13,7 +13,8 @@ import pytest
 from confluent_kafka import Consumer, ElectionType
 
 from kmon.monitor import MonitorOptions, start_monitor
-from kmon.stack.local import LocalStack, StackRequest
+from kmon.stack.local import LocalStack
+from tests.conftest import running_stack
 from tests.support import assigned_replicas, create_topic, eventually, metrics, partition_state, value
 
 pytestmark = pytest.mark.integration
@@ -24,13 +25,9 @@ CLUSTER = "scenarios"
 
 @pytest.fixture(scope="module")
 def monitored(tmp_path_factory: pytest.TempPathFactory, toolchain) -> Iterator[LocalStack]:
-    stack = LocalStack(tmp_path_factory.mktemp("monitored"), toolchain, die_with_parent=True)
-    try:
-        stack.up(StackRequest(brokers=3, fast=True, prometheus=True))
+    with running_stack(tmp_path_factory.mktemp("monitored"), toolchain, brokers=3, prometheus=True) as stack:
         start_monitor(stack, MonitorOptions(cluster=CLUSTER, trigger_seconds=0.5, groups_poll_seconds=2))
         yield stack
-    finally:
-        stack.down(timeout=10)
 
 
 @pytest.fixture
@@ -132,9 +129,14 @@ def test_3_leader_killed_moves_leaders_and_preferred_election_restores_balance(m
             if "ELECTION_NOT_NEEDED" not in str(e):
                 raise
 
+    def balanced_by_election() -> bool:
+        # a partition whose preferred replica is not back in its ISR yet is skipped by an
+        # election; like an operator, run it again until every partition has moved back
+        preferred_election()
+        return v(mon, "kmon_preferred_replica_imbalance") == 0
+
     # earlier scenarios moved leaders and auto.leader.rebalance is off: start balanced
-    preferred_election()
-    eventually(lambda: v(mon, "kmon_preferred_replica_imbalance") == 0, 90, "balanced at start")
+    eventually(balanced_by_election, 120, "balanced at start", interval=5)
     victim = assigned_replicas(mon, topic, 0)[0]
     led = v(mon, "kmon_broker_leader_partitions", broker=str(victim))
     assert led and led > 0
@@ -146,8 +148,7 @@ def test_3_leader_killed_moves_leaders_and_preferred_election_restores_balance(m
                "imbalance ratio of the restarted broker")
     assert v(mon, "kmon_preferred_replica_imbalance") >= 2
     eventually(lambda: victim in partition_state(mon, topic, 0)["isr"], 60, "victim back in the ISR")
-    preferred_election()
-    eventually(lambda: v(mon, "kmon_preferred_replica_imbalance") == 0, 90, "preferred election restores balance")
+    eventually(balanced_by_election, 120, "preferred election restores balance", interval=5)
     assert v(mon, "kmon_broker_leader_imbalance_ratio", broker=str(victim)) == 0
     assert v(mon, "kmon_broker_leader_partitions", broker=str(victim)) == led
 

@@ -9,19 +9,10 @@ from typing import Iterator
 import pytest
 
 from kmon.stack.local import LocalStack, StackError, StackRequest
-from tests.conftest import start_stack
+from tests.conftest import running_stack
 from tests.support import assigned_replicas, create_topic, eventually, partition_state
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def chroot_stack(tmp_path_factory: pytest.TempPathFactory, toolchain) -> Iterator[LocalStack]:
-    stack = start_stack(tmp_path_factory.mktemp("chroot-stack"), toolchain, brokers=3, chroot="/kafka")
-    try:
-        yield stack
-    finally:
-        stack.down(timeout=5)
 
 
 @pytest.fixture(params=["plain", "chroot"])
@@ -95,9 +86,9 @@ def test_cli_status_reports_processes_and_registered_brokers(stack: LocalStack) 
 def test_down_stops_only_what_up_started(tmp_path: Path, toolchain) -> None:
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        stack = start_stack(tmp_path / "s", toolchain, brokers=1)
-        pids = [c.pid for c in stack.state.components.values()]
-        stopped = stack.down(timeout=10)
+        with running_stack(tmp_path / "s", toolchain, brokers=1) as stack:
+            pids = [c.pid for c in stack.state.components.values()]
+            stopped = stack.down(timeout=10)
         assert sorted(stopped) == ["broker-1", "zookeeper"]
         from kmon.stack.process import pid_alive
         assert not any(pid_alive(p) for p in pids)

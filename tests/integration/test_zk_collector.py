@@ -31,7 +31,7 @@ from collectors.runner import Running, running
 from collectors.zk.collector import ZkCollector, ZkCollectorConfig
 from kmon.events import Event, decode
 from kmon.stack.local import LocalStack
-from tests.conftest import start_stack
+from tests.conftest import running_stack
 from tests.support import eventually, partition_state
 
 pytestmark = pytest.mark.integration
@@ -150,11 +150,8 @@ def topic_name() -> str:
 @pytest.fixture(scope="module")
 def small_stack(tmp_path_factory: pytest.TempPathFactory, toolchain) -> Iterator[LocalStack]:
     """One broker under a chroot: a second cluster to watch, or to lose as the events cluster."""
-    stack = start_stack(tmp_path_factory.mktemp("small-stack"), toolchain, brokers=1, chroot="/kafka")
-    try:
+    with running_stack(tmp_path_factory.mktemp("small-stack"), toolchain, brokers=1, chroot="/kafka") as stack:
         yield stack
-    finally:
-        stack.down(timeout=5)
 
 
 def admin(stack: LocalStack, call: Callable[[AdminClient], dict[str, Any]]) -> None:
