@@ -44,21 +44,15 @@ def create_topic(stack: LocalStack, name: str, partitions: int = 1, rf: int = 3,
 
 
 def partition_state(stack: LocalStack, topic: str, partition: int) -> dict[str, Any]:
-    client = stack.zk()
-    try:
+    with stack.zk() as client:
         data, _ = client.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
         return json.loads(data)
-    finally:
-        client.stop(); client.close()
 
 
 def assigned_replicas(stack: LocalStack, topic: str, partition: int) -> list[int]:
-    client = stack.zk()
-    try:
+    with stack.zk() as client:
         data, _ = client.get(f"/brokers/topics/{topic}")
         return json.loads(data)["partitions"][str(partition)]
-    finally:
-        client.stop(); client.close()
 
 
 def metrics(port: int) -> dict[tuple[str, frozenset], float]:

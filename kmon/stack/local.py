@@ -5,6 +5,7 @@ those processes (checked against their command lines, so a recycled pid is never
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
@@ -14,6 +15,7 @@ import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -214,45 +216,40 @@ class LocalStack:
         return [int(n.split("-")[1]) for n in self.state.components if n.startswith("broker-")]
 
     # ------------------------------------------------------------------ ZooKeeper views
-    def zk(self) -> KazooClient:
-        """A started client on the stack's chroot; the caller stops it."""
+    @contextlib.contextmanager
+    def zk(self) -> Iterator[KazooClient]:
+        """A client on the stack's chroot, stopped and closed on leaving the block."""
         assert self.state
         client = KazooClient(hosts=self.state.zk_connect, timeout=10)
         client.start(timeout=15)
-        return client
+        try:
+            yield client
+        finally:
+            client.stop()
+            client.close()
 
     def registered_brokers(self) -> list[int]:
-        client = self.zk()
-        try:
-            return sorted(int(x) for x in client.get_children("/brokers/ids"))
-        except NoNodeError:
-            return []
-        finally:
-            client.stop(); client.close()
+        with self.zk() as client:
+            try:
+                return sorted(int(x) for x in client.get_children("/brokers/ids"))
+            except NoNodeError:
+                return []
 
     def controller_id(self) -> int:
-        client = self.zk()
-        try:
-            data, _ = client.get("/controller")
-            return int(json.loads(data)["brokerid"])
-        except NoNodeError:
-            return -1
-        finally:
-            client.stop(); client.close()
+        with self.zk() as client:
+            try:
+                data, _ = client.get("/controller")
+            except NoNodeError:
+                return -1
+        return int(json.loads(data)["brokerid"])
 
     def zk_exists(self, path: str) -> bool:
-        client = self.zk()
-        try:
+        with self.zk() as client:
             return client.exists(path) is not None
-        finally:
-            client.stop(); client.close()
 
     def controller_epoch(self) -> int:
-        client = self.zk()
-        try:
+        with self.zk() as client:
             return int(client.get("/controller_epoch")[0])
-        finally:
-            client.stop(); client.close()
 
     # ------------------------------------------------------------------ internals
     def _java(self, main: str, config: Path, heap: str, name: str) -> list[str]:

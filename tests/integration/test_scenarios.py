@@ -163,13 +163,10 @@ def test_4_reassignment_counts_reassigning_without_a_false_urp_alert(mon: LocalS
     # the new replica's broker is down, so the reassignment stays in progress until it returns
     mon.kill_broker(spare)
     eventually(lambda: v(mon, "kmon_broker_up", broker=str(spare)) == 0, 90, "spare broker down")
-    client = mon.zk()
-    try:
+    with mon.zk() as client:
         client.create("/admin/reassign_partitions", json.dumps(
             {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": target}]}).encode(),
             makepath=True)
-    finally:
-        client.stop(); client.close()
     eventually(lambda: v(mon, "kmon_reassigning_partitions") == 1, 60, "reassigning partition exported")
     # Kafka's rule: replicas being added do not count, so the partition is not under-replicated
     assert v(mon, "kmon_under_replicated_partitions", topic=topic) == 0
@@ -285,15 +282,12 @@ def test_8_garbage_in_a_znode_is_counted_and_survived(mon: LocalStack) -> None:
     topic = "s8-garbage"
     create_topic(mon, topic, partitions=1, rf=3)
     wait_for_topic(mon, topic, 1)
-    client = mon.zk()
-    try:
+    with mon.zk() as client:
         client.set(f"/config/topics/{topic}", b"{not json")
         eventually(lambda: (collector_value(mon, "zk", "kmon_collector_malformed_total", kind="topic_config") or 0) >= 1,
                    60, "malformed counted")
         client.set(f"/config/topics/{topic}", json.dumps(
             {"version": 1, "config": {"min.insync.replicas": "3"}}).encode())
-    finally:
-        client.stop(); client.close()
     eventually(lambda: v(mon, "kmon_at_min_isr_partitions", topic=topic) == 1, 60, "valid data applied again")
     assert all(c.alive() for c in mon.state.components.values())  # type: ignore[union-attr]
 
@@ -326,14 +320,11 @@ def test_9_every_dashboard_query_returns_data_for_its_scenario(mon: LocalStack) 
         eventually(lambda: prom(mon, "/api/v1/query", query=f'kmon_consumer_group_lag_seconds{{group="{group}"}}')
                    ["result"], 90, "lag seconds scraped")
         # the fault panels need their faults: garbage in a znode and on the events topic, a dead follower
-        client = mon.zk()
-        try:
+        with mon.zk() as client:
             client.set(f"/config/topics/{topic}", b"\xff garbage")
             eventually(lambda: collector_value(mon, "zk", "kmon_collector_malformed_total", kind="topic_config"),
                        60, "garbage seen")
             client.set(f"/config/topics/{topic}", json.dumps({"version": 1, "config": {}}).encode())
-        finally:
-            client.stop(); client.close()
         p.produce("kmon-events", key=f"{CLUSTER}/partition:{topic}:0".encode(), value=b"{garbage")
         p.flush(30)
         queries = [(f"{d['title']} / {title}", expr) for d in load_all()

@@ -171,19 +171,13 @@ def others(stack: LocalStack, *excluded: int) -> list[int]:
 
 
 def zk_children(stack: LocalStack, path: str) -> list[str]:
-    client = stack.zk()
-    try:
+    with stack.zk() as client:
         return client.get_children(path)
-    finally:
-        client.stop(); client.close()
 
 
 def zk_create(stack: LocalStack, path: str, doc: dict[str, Any]) -> None:
-    client = stack.zk()
-    try:
+    with stack.zk() as client:
         client.create(path, json.dumps(doc).encode())
-    finally:
-        client.stop(); client.close()
 
 
 # ---------------------------------------------------------------------- tests
@@ -403,66 +397,64 @@ def test_resyncs_after_reconnect_and_expiry_show_what_was_deleted_meanwhile(stac
 def test_malformed_znodes_are_counted_and_valid_data_later_emitted(stack: LocalStack, topic_name: str) -> None:
     create(stack, topic_name, [[1, 2]])
     config_path = f"/config/topics/{topic_name}"
-    client = stack.zk()
-    try:
-        with collecting(stack, stack) as h:
-            # brokers only read topic configs after a /config/changes notification: safe to garble
-            client.set(config_path, b"{garbage")
-            eventually(lambda: h.metric("kmon_collector_malformed_total", source="zk", kind="topic_config") == 1,
-                       30, "malformed config counted")
-            client.set(config_path, json.dumps({"version": 1, "config": {"retention.ms": "1234"}}).encode())
-            state = h.log.wait(lambda l: [t for t in l.upserts(f"topic:{topic_name}") if t.config], "valid config")
-            assert state[0].config == {"retention.ms": "1234"}
-            assert h.log.of(f"topic:{topic_name}")[-1].znode.version_gap == 1   # the garbage version
-            assert h.health()[0] == 200
-    finally:   # a broker restarted later reads every topic config
-        client.set(config_path, json.dumps({"version": 1, "config": {}}).encode())
-        client.stop(); client.close()
+    with stack.zk() as client:
+        try:
+            with collecting(stack, stack) as h:
+                # brokers only read topic configs after a /config/changes notification: safe to garble
+                client.set(config_path, b"{garbage")
+                eventually(lambda: h.metric("kmon_collector_malformed_total", source="zk", kind="topic_config") == 1,
+                           30, "malformed config counted")
+                client.set(config_path, json.dumps({"version": 1, "config": {"retention.ms": "1234"}}).encode())
+                state = h.log.wait(lambda l: [t for t in l.upserts(f"topic:{topic_name}") if t.config], "valid config")
+                assert state[0].config == {"retention.ms": "1234"}
+                assert h.log.of(f"topic:{topic_name}")[-1].znode.version_gap == 1   # the garbage version
+                assert h.health()[0] == 200
+        finally:   # a broker restarted later reads every topic config
+            client.set(config_path, json.dumps({"version": 1, "config": {}}).encode())
 
 
 def test_admin_znodes_in_a_tree_without_kafka(stack: LocalStack) -> None:
     """Garbage and requests in /admin of a chroot no broker reads: deterministic, and harmless to Kafka."""
     assert stack.state
     chroot = f"/synthetic-{uuid.uuid4().hex[:8]}"
-    client = stack.zk()
-    try:
-        client.ensure_path(chroot + "/admin")
-        config = ZkCollectorConfig(hosts=stack.state.zk_address, chroot=chroot, cluster=CLUSTER)
-        topic = f"kmon-events-{uuid.uuid4().hex[:8]}"
-        log = EventLog(stack.state.bootstrap_servers, topic)
-        with run_zk(config, PublisherConfig(stack.state.bootstrap_servers, topic)) as run:
-            h = Harness(run, log)
-            log.snapshot("start")
-            [controller] = log.upserts("controller")
-            assert (controller.broker_id, controller.epoch) == (-1, None)   # no Kafka here
+    with stack.zk() as client:
+        try:
+            client.ensure_path(chroot + "/admin")
+            config = ZkCollectorConfig(hosts=stack.state.zk_address, chroot=chroot, cluster=CLUSTER)
+            topic = f"kmon-events-{uuid.uuid4().hex[:8]}"
+            log = EventLog(stack.state.bootstrap_servers, topic)
+            with run_zk(config, PublisherConfig(stack.state.bootstrap_servers, topic)) as run:
+                h = Harness(run, log)
+                log.snapshot("start")
+                [controller] = log.upserts("controller")
+                assert (controller.broker_id, controller.epoch) == (-1, None)   # no Kafka here
 
-            client.create(chroot + "/admin/reassign_partitions", b"\xff not utf-8")
-            eventually(lambda: h.metric("kmon_collector_malformed_total", source="zk", kind="reassignment") == 1,
-                       30, "malformed reassignment counted")
-            plan = {"version": 1, "partitions": [{"topic": "a", "partition": 0, "replicas": [1, 2]}]}
-            client.set(chroot + "/admin/reassign_partitions", json.dumps(plan).encode())
-            [event] = log.wait(lambda l: l.of("reassignment"), "valid reassignment after garbage")
-            assert event.data.partitions == {"a:0": (1, 2)} and event.znode.version == 1
-            client.delete(chroot + "/admin/reassign_partitions")
-            log.wait(lambda l: l.ops("reassignment") == ["upsert", "delete"], "request removed")
+                client.create(chroot + "/admin/reassign_partitions", b"\xff not utf-8")
+                eventually(lambda: h.metric("kmon_collector_malformed_total", source="zk", kind="reassignment") == 1,
+                           30, "malformed reassignment counted")
+                plan = {"version": 1, "partitions": [{"topic": "a", "partition": 0, "replicas": [1, 2]}]}
+                client.set(chroot + "/admin/reassign_partitions", json.dumps(plan).encode())
+                [event] = log.wait(lambda l: l.of("reassignment"), "valid reassignment after garbage")
+                assert event.data.partitions == {"a:0": (1, 2)} and event.znode.version == 1
+                client.delete(chroot + "/admin/reassign_partitions")
+                log.wait(lambda l: l.ops("reassignment") == ["upsert", "delete"], "request removed")
 
-            election = {"version": 1, "partitions": [{"topic": "a", "partition": 0}, {"topic": "b", "partition": 2}]}
-            client.create(chroot + "/admin/preferred_replica_election", json.dumps(election).encode())
-            [event] = log.wait(lambda l: l.of("preferred_election"), "preferred election request")
-            assert event.data.partitions == ("a:0", "b:2")
-            client.delete(chroot + "/admin/preferred_replica_election")
-            log.wait(lambda l: l.ops("preferred_election") == ["upsert", "delete"], "request done")
+                election = {"version": 1, "partitions": [{"topic": "a", "partition": 0}, {"topic": "b", "partition": 2}]}
+                client.create(chroot + "/admin/preferred_replica_election", json.dumps(election).encode())
+                [event] = log.wait(lambda l: l.of("preferred_election"), "preferred election request")
+                assert event.data.partitions == ("a:0", "b:2")
+                client.delete(chroot + "/admin/preferred_replica_election")
+                log.wait(lambda l: l.ops("preferred_election") == ["upsert", "delete"], "request done")
 
-            client.create(chroot + "/controller_epoch", b"seven")
-            eventually(lambda: h.metric("kmon_collector_malformed_total", source="zk",
-                                        kind="controller_epoch") == 1, 30, "malformed epoch counted")
-            client.set(chroot + "/controller_epoch", b"7")
-            log.wait(lambda l: l.upserts("controller")[-1].epoch == 7, "valid epoch")
-            assert h.health()[0] == 200
-        log.close()
-    finally:
-        client.delete(chroot, recursive=True)
-        client.stop(); client.close()
+                client.create(chroot + "/controller_epoch", b"seven")
+                eventually(lambda: h.metric("kmon_collector_malformed_total", source="zk",
+                                            kind="controller_epoch") == 1, 30, "malformed epoch counted")
+                client.set(chroot + "/controller_epoch", b"7")
+                log.wait(lambda l: l.upserts("controller")[-1].epoch == 7, "valid epoch")
+                assert h.health()[0] == 200
+            log.close()
+        finally:
+            client.delete(chroot, recursive=True)
 
 
 def test_chroot_cluster_is_watched_below_its_chroot(small_stack: LocalStack, stack: LocalStack,
