@@ -1,4 +1,4 @@
-"""python -m bench [scrape|stream] ... : prints a Markdown table for bench/README.md."""
+"""python -m bench [scrape|stream|zk] ... : prints a Markdown table for bench/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,7 @@ import platform
 import sys
 import time
 
-from bench import scrape, stream
+from bench import groups, scrape, stream, zk
 
 
 def _table(rows: list[dict]) -> str:
@@ -27,11 +27,20 @@ def main() -> int:
     st.add_argument("--backlog", type=int, default=1_000_000)
     st.add_argument("--delay-samples", type=int, default=50)
     st.add_argument("--trigger", type=float, default=1.0)
+    z = sub.add_parser("zk", help="the ZooKeeper collector on synthetic trees in a real ZooKeeper")
+    z.add_argument("--partitions", default="1000,10000,100000")
+    z.add_argument("--samples", type=int, default=200, help="ISR flips timed one at a time, per size")
+    g = sub.add_parser("groups", help="the consumer-group collector beside kafka-consumer-groups")
+    g.add_argument("--groups", default="1000,10000")
     args = p.parse_args()
     log = lambda msg: print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
     print(f"machine: {platform.node()} {platform.machine()}, python {platform.python_version()}", file=sys.stderr)
     if args.what == "scrape":
         rows = [scrape.run(int(n)) for n in args.partitions.split(",")]
+    elif args.what == "groups":
+        rows = groups.run([int(n) for n in args.groups.split(",")], log)
+    elif args.what == "zk":
+        rows = zk.run([int(n) for n in args.partitions.split(",")], args.samples, log)
     else:
         rows = [stream.run(args.partitions, args.backlog, args.delay_samples, args.trigger, log)]
     print(_table(rows))

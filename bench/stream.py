@@ -10,6 +10,7 @@ from typing import Callable, Iterable
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.measure import percentile, wait
 from bench.synthetic import Shape, Zxids, broker_failure, healthy
 from kmon.events import PartitionState, encode, entity_key
 from kmon.stack.local import LocalStack, StackRequest
@@ -33,15 +34,6 @@ def _produce(bootstrap: str, events: Iterable) -> int:
         n += 1
     p.flush(120)
     return n
-
-
-def _wait(done: Callable[[], bool], timeout: float, what: str) -> float:
-    started = time.perf_counter()
-    while not done():
-        if time.perf_counter() - started > timeout:
-            raise TimeoutError(f"{what} not done after {timeout}s")
-        time.sleep(0.05)
-    return time.perf_counter() - started
 
 
 def _rows(app: StreamApp) -> int:
@@ -82,13 +74,13 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
             app.start()
             try:
                 progress(f"draining {produced} events")
-                drain_s = _wait(lambda: _rows(app) >= produced, 3600, "backlog drain")
+                drain_s = wait(lambda: _rows(app) >= produced, 3600, "backlog drain")
                 before = _rows(app)
                 storm = list(broker_failure(shape, zxid, broker=shape.brokers))
                 progress(f"storm: {len(storm)} events (broker failure in {partitions} partitions)")
                 t0 = time.perf_counter()
                 _produce(boot, storm)
-                _wait(lambda: _rows(app) >= before + len(storm), 3600, "storm")
+                wait(lambda: _rows(app) >= before + len(storm), 3600, "storm")
                 storm_s = time.perf_counter() - t0  # produce + absorb: the app reads while we write
                 progress(f"event -> export delay, {delay_samples} samples")
                 delays = _delays(app, boot, delay_samples, zxid)
@@ -99,7 +91,7 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
     return {"partitions": partitions, "backlog_events": produced, "drain_s": drain_s,
             "drain_events_per_s": produced / drain_s, "storm_events": len(storm), "storm_s": storm_s,
             "storm_events_per_s": len(storm) / storm_s, "trigger_s": trigger,
-            "delay_p50_s": statistics.median(delays), "delay_p99_s": _p99(delays)}
+            "delay_p50_s": statistics.median(delays), "delay_p99_s": percentile(delays, 0.99)}
 
 
 def _delays(app: StreamApp, boot: str, samples: int, zxid: Zxids) -> list[float]:
@@ -116,11 +108,7 @@ def _delays(app: StreamApp, boot: str, samples: int, zxid: Zxids) -> list[float]
                   data=PartitionState("topic-00000", 0, 1, 5, isr, 1), zxid=z, znode=ZnodeMeta("/x", z, 0, 0))
         p.produce(TOPIC, key=e.message_key, value=encode(e))
         p.flush(10)
-        _wait(lambda: app.holder.get().stats.last_event_ms.get(("bench", "zk"), 0) >= e.observed_ms, 120, "delay sample")
+        wait(lambda: app.holder.get().stats.last_event_ms.get(("bench", "zk"), 0) >= e.observed_ms, 120, "delay sample")
         out.append(time.time() - sent)
         time.sleep(0.2)
     return out
-
-
-def _p99(xs: list[float]) -> float:
-    return sorted(xs)[max(0, int(round(0.99 * len(xs))) - 1)]

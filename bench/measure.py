@@ -1,0 +1,55 @@
+"""What every bench needs: waiting, percentiles, a process's memory, a /metrics sum."""
+from __future__ import annotations
+
+import os
+import time
+import urllib.request
+from typing import Callable
+
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def wait(done: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> float:
+    """Seconds until ``done()``; TimeoutError names ``what`` after ``timeout``."""
+    started = time.perf_counter()
+    while not done():
+        if time.perf_counter() - started > timeout:
+            raise TimeoutError(f"{what} not done after {timeout}s")
+        time.sleep(interval)
+    return time.perf_counter() - started
+
+
+def percentile(xs: list[float], q: float) -> float:
+    """Nearest-rank percentile (with few samples, p99 is the maximum)."""
+    ordered = sorted(xs)
+    return ordered[max(0, min(len(ordered), int(round(q * len(ordered)))) - 1)]
+
+
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of ``pid`` in MB; field "VmHWM" gives its peak."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise ValueError(f"/proc/{pid}/status has no {field}")
+
+
+def _samples(port: int, name: str, labels: dict[str, str]) -> list[float]:
+    """Values of the samples of ``name`` on 127.0.0.1:port/metrics whose labels include ``labels``."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60).read().decode()
+    return [s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+            if s.name == name and labels.items() <= s.labels.items()]
+
+
+def metric_sum(port: int, name: str, **labels: str) -> float:
+    return sum(_samples(port, name, labels))
+
+
+def metric_count(port: int, name: str, **labels: str) -> int:
+    """How many series of ``name`` there are."""
+    return len(_samples(port, name, labels))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time ``pid`` has used so far."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
