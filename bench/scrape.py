@@ -23,7 +23,7 @@ def run(partitions: int) -> dict[str, float]:
     started = time.perf_counter()
     views = build_views(records.values(), int(time.time() * 1000))
     views_s = time.perf_counter() - started
-    holder = SnapshotHolder(Snapshot(views, SelfStats()))
+    holder = SnapshotHolder(Snapshot.of(views, SelfStats()))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ViewsCollector(holder))
     started = time.perf_counter()

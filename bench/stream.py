@@ -4,6 +4,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -83,7 +84,7 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
                 wait(lambda: _rows(app) >= before + len(storm), 3600, "storm")
                 storm_s = time.perf_counter() - t0  # produce + absorb: the app reads while we write
                 progress(f"event -> export delay, {delay_samples} samples")
-                delays = _delays(app, boot, delay_samples, zxid)
+                delays, scrapes = _delays(app, boot, delay_samples, zxid)
             finally:
                 app.stop()
         finally:
@@ -91,14 +92,16 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
     return {"partitions": partitions, "backlog_events": produced, "drain_s": drain_s,
             "drain_events_per_s": produced / drain_s, "storm_events": len(storm), "storm_s": storm_s,
             "storm_events_per_s": len(storm) / storm_s, "trigger_s": trigger,
-            "delay_p50_s": statistics.median(delays), "delay_p99_s": percentile(delays, 0.99)}
+            "delay_p50_s": statistics.median(delays), "delay_p99_s": percentile(delays, 0.99),
+            "first_scrape_p50_s": statistics.median(scrapes), "first_scrape_max_s": max(scrapes)}
 
 
-def _delays(app: StreamApp, boot: str, samples: int, zxid: Zxids) -> list[float]:
-    """One ISR flip at a time: produce, then wait until the exported snapshot has it."""
+def _delays(app: StreamApp, boot: str, samples: int, zxid: Zxids) -> tuple[list[float], list[float]]:
+    """One ISR flip at a time: produce, wait until the published snapshot has it, then scrape
+    /metrics once (that scrape builds the views). Returns both delays and the scrape times."""
     from kmon.events import Event, ZnodeMeta
     p = Producer({"bootstrap.servers": boot, "linger.ms": 0})
-    out = []
+    delays, scrapes = [], []
     for i in range(samples):
         z = zxid()
         sent = time.time()
@@ -109,6 +112,9 @@ def _delays(app: StreamApp, boot: str, samples: int, zxid: Zxids) -> list[float]
         p.produce(TOPIC, key=e.message_key, value=encode(e))
         p.flush(10)
         wait(lambda: app.holder.get().stats.last_event_ms.get(("bench", "zk"), 0) >= e.observed_ms, 120, "delay sample")
-        out.append(time.time() - sent)
+        delays.append(time.time() - sent)
+        started = time.perf_counter()
+        urllib.request.urlopen(f"http://127.0.0.1:{app.metrics_port}/metrics", timeout=120).read()
+        scrapes.append(time.perf_counter() - started)
         time.sleep(0.2)
-    return out
+    return delays, scrapes

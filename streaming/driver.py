@@ -4,6 +4,7 @@ No Spark here: it takes the batch's output rows as dicts, so it is tested withou
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import Counter
@@ -77,9 +78,11 @@ class ViewDriver:
             self._stats = self._stats.add(batch)
         else:
             self._stats = SelfStats(state_rows=dict(batch.state_rows))
-        views = build_views(self.records.values(), batch.finished_ms, self._options.detail,
-                            self._options.default_min_isr)
-        self._holder.set(Snapshot(views, self._stats))
+        # a copy: the next batch changes self.records while a scrape may still build from this one
+        records = tuple(self.records.values())
+        self._holder.set(Snapshot(functools.partial(build_views, records, batch.finished_ms,
+                                                    self._options.detail, self._options.default_min_isr),
+                                  self._stats))
 
     def _state_rows(self) -> dict[str, int]:
         return dict(Counter(r.cluster for r in self.records.values()))

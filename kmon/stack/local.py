@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
@@ -290,7 +292,12 @@ class LocalStack:
         c = self.component(f"broker-{broker_id}")
         wait_until(lambda: broker_id in self.registered_brokers(), timeout,
                    f"broker {broker_id} (log: {c.log})", interval=0.5, alive=c.alive)
-        log.info("broker %d registered", broker_id)
+        # Registered is not ready: the broker opens its port and learns the cluster (the
+        # controller's UpdateMetadata) after registering; an admin request sent before that
+        # can go unanswered until it times out.
+        wait_until(lambda: serves_metadata(c.port, broker_id), timeout,
+                   f"broker {broker_id} serving metadata (log: {c.log})", interval=0.5, alive=c.alive)
+        log.info("broker %d registered and serving", broker_id)
 
     def _start_prometheus(self) -> None:
         assert self.state
@@ -314,6 +321,16 @@ class LocalStack:
             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="], str(data))
         self._spawn(c)
         wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"), 60, "alertmanager", alive=c.alive)
+
+
+def serves_metadata(port: int, broker_id: int) -> bool:
+    """The broker on ``port`` answers a metadata request that lists itself and a controller."""
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "log_level": 0})
+    try:
+        md = admin.list_topics(timeout=2)
+    except KafkaException:
+        return False
+    return broker_id in md.brokers and md.controller_id >= 0
 
 
 def four_letter(port: int, word: str) -> str:

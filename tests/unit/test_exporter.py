@@ -43,7 +43,7 @@ def scrape(holder: SnapshotHolder) -> dict[tuple[str, frozenset], float]:
 
 
 def holder_with(view: ClusterView, stats: SelfStats = STATS) -> SnapshotHolder:
-    return SnapshotHolder(Snapshot(ClusterViews(0, {"c1": view}), stats))
+    return SnapshotHolder(Snapshot.of(ClusterViews(0, {"c1": view}), stats))
 
 
 def value(series: dict, name: str, **labels) -> float:
@@ -117,13 +117,13 @@ def test_self_stats_accumulate():
 def test_removed_topic_and_group_leave_no_series():
     holder = holder_with(VIEW)
     assert any(("topic", "audit") in labels for _, labels in scrape(holder))
-    holder.set(Snapshot(ClusterViews(1, {"c1": replace(
+    holder.set(Snapshot.of(ClusterViews(1, {"c1": replace(
         VIEW, topics={"orders": VIEW.topics["orders"]}, groups={})}), STATS))
     series = scrape(holder)
     assert not any(("topic", "audit") in labels or ("group", "billing") in labels for _, labels in series)
     assert value(series, "kmon_partitions", topic="orders") == 3
 
 
-@pytest.mark.parametrize("snapshot", [None, Snapshot(ClusterViews(0, {}), SelfStats())])
+@pytest.mark.parametrize("snapshot", [None, Snapshot.of(ClusterViews(0, {}), SelfStats())])
 def test_empty_snapshot_scrapes(snapshot):
     assert scrape(SnapshotHolder(snapshot)) == {}
