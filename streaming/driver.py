@@ -1,4 +1,4 @@
-"""The driver side of each micro-batch: merge changed records, persist, rebuild views, publish.
+"""The driver side of each micro-batch: merge changed records, persist, publish a snapshot (views are built on scrape).
 
 No Spark here: it takes the batch's output rows as dicts, so it is tested without a cluster.
 """
