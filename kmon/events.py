@@ -16,7 +16,7 @@ import functools
 import json
 import types
 import typing
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Mapping
 
 SCHEMA_VERSION = 1
@@ -220,8 +220,23 @@ class Event:
 
 
 def encode(event: Event) -> bytes:
-    doc = asdict(event)
-    return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+    return json.dumps(plain(event), separators=(",", ":"), sort_keys=True).encode()
+
+
+def plain(value: Any) -> Any:
+    """``dataclasses.asdict`` without its deep copies (events are immutable): a snapshot of a
+    100k-partition tree spent a quarter of its time copying in ``asdict``."""
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [v if isinstance(v, _SCALARS) else plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: v if isinstance(v, _SCALARS) else plain(v) for k, v in value.items()}
+    return {f.name: v if isinstance(v := getattr(value, f.name), _SCALARS) else plain(v)
+            for f in fields(value)}   # TypeError if not a dataclass
+
+
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def decode(value: bytes | str) -> Event:

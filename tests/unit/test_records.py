@@ -1,7 +1,10 @@
+import dataclasses
+import json
+
 import pytest
 
 from kmon.events import (ControllerState, Event, GroupMember, GroupState, MalformedEvent,
-                         PartitionState, SnapshotMarker, TopicLag, TopicState)
+                         PartitionState, SnapshotMarker, TopicLag, TopicState, decode, encode)
 from streaming.records import (Applied, EntityRecord, apply_event, record_from_json,
                                record_to_json)
 
@@ -240,3 +243,17 @@ def test_corrupt_json_state_raises_malformed():
     broken = record_to_json(rec).replace('\\"leader\\":1', '\\"leader\\":\\"x\\"')
     with pytest.raises(MalformedEvent):
         record_from_json(broken)
+
+
+@pytest.mark.parametrize("events", [
+    FOLLOWER_DIES,
+    [group_event(5, members=(GroupMember("m", "c", "h", assignment=("t:0",)),),
+                 lag={"t": TopicLag(4, 1.5, {0: 4})})],
+    [zk("topic", "topic:t", TopicState("t", "id", {0: (1, 2)}, adding={0: (2,)},
+                                       config={"min.insync.replicas": "2"}), 3)],
+    [marker("snapshot_begin", "s1", 100), marker("snapshot_end", "s1", 200, begun_ms=100)],
+])
+def test_encode_is_the_dataclass_as_json_and_decodes_back(events):
+    for event in events:
+        assert json.loads(encode(event)) == json.loads(json.dumps(dataclasses.asdict(event)))
+        assert decode(encode(event)) == event
