@@ -14,8 +14,10 @@ run: install
 test: install
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
+# one benchmark per run, e.g. `make bench BENCH="zk --partitions 1000,10000"` (see bench/README.md)
+BENCH ?= scrape
 bench: install
-	$(VENV)/bin/python -m bench
+	$(VENV)/bin/python -m bench $(BENCH)
 
 clean:
 	-$(VENV)/bin/kmon stack down --purge
