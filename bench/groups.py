@@ -9,6 +9,7 @@ engineer runs), does the same Admin API work once: wall time and peak RSS of the
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import statistics
@@ -23,12 +24,11 @@ from typing import Callable
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.harness import TopicReader, check_alive, kmon_argv, one_broker_stack, process
 from bench.measure import cpu_seconds, metric_count, metric_sum, rss_mb, wait
-from bench.zk import TopicReader
 from kmon.events import entity_key
-from kmon.stack.local import LocalStack, StackRequest
-from kmon.stack.process import Spawned, free_port, pid_alive, spawn, stop
-from kmon.stack.toolchain import Toolchain, find_toolchain
+from kmon.stack.process import free_port
+from kmon.stack.toolchain import Toolchain
 
 CLUSTER = "bench"
 TOPIC, PARTITIONS, MESSAGES = "bench-orders", 12, 12_000
@@ -37,11 +37,6 @@ POLL_INTERVAL, LAG_INTERVAL, CYCLES = 10.0, 30.0, 6   # the window holds two lag
 
 def group_name(i: int) -> str:
     return f"bench-group-{i:05d}"
-
-
-def _alive(proc: Spawned, what: str) -> None:
-    if not pid_alive(proc.pid):
-        raise RuntimeError(f"{what} exited; see {proc.log}")
 
 
 def make_groups(admin: AdminClient, first: int, end: int, progress: Callable[[str], None]) -> None:
@@ -60,40 +55,41 @@ def make_groups(admin: AdminClient, first: int, end: int, progress: Callable[[st
 
 def kmon_side(boot: str, n: int, workdir: Path, progress: Callable[[str], None]) -> dict:
     topic, port = f"kmon-bench-groups-{n}-{uuid.uuid4().hex[:6]}", free_port()
-    argv = [str(Path(sys.executable).with_name("kmon")), "collect", "groups", "--bootstrap-servers", boot,
-            "--cluster", CLUSTER, "--events-bootstrap-servers", boot, "--events-topic", topic,
-            "--metrics-port", str(port), "--poll-interval", str(POLL_INTERVAL), "--lag-interval", str(LAG_INTERVAL)]
-    reader = TopicReader(boot, topic)
+    argv = kmon_argv("collect", "groups", "--bootstrap-servers", boot, "--cluster", CLUSTER,
+                     "--events-bootstrap-servers", boot, "--events-topic", topic, "--metrics-port", str(port),
+                     "--poll-interval", str(POLL_INTERVAL), "--lag-interval", str(LAG_INTERVAL))
     keys = {f"{CLUSTER}/{entity_key('group', group_name(i))}".encode() for i in range(n)}
     seen: set[bytes] = set()
-    started = time.perf_counter()
-    proc = spawn(argv, workdir / f"{topic}.log", workdir, die_with_parent=True)
-    try:
-        wait(lambda: _alive(proc, "kmon collect groups") or seen.update(reader.poll(keys)) or len(seen) >= n, 900, f"all {n} groups on the topic", 0.05)
-        first_s = time.perf_counter() - started
-        first_events = reader.messages
-        progress(f"  kmon: every group on the topic after {first_s:.1f}s; {CYCLES} poll cycles of {POLL_INTERVAL:g}s")
+    with contextlib.closing(TopicReader(boot, topic)) as reader:
+        started = time.perf_counter()
+        with process(argv, workdir / f"{topic}.log", "collect") as proc:
+            def all_seen() -> bool:
+                check_alive(proc, "kmon collect groups")
+                seen.update(reader.poll(keys))
+                return len(seen) >= n
+            wait(all_seen, 900, f"all {n} groups on the topic")
+            first_s = time.perf_counter() - started
+            first_events = reader.messages
+            progress(f"  kmon: every group on the topic after {first_s:.1f}s; "
+                     f"{CYCLES} poll cycles of {POLL_INTERVAL:g}s")
 
-        def totals() -> tuple[float, float, float, float]:
-            return (metric_sum(port, "kmon_collector_admin_calls_total", call="list_consumer_groups"),
-                    metric_sum(port, "kmon_collector_admin_calls_total"),
-                    metric_sum(port, "kmon_collector_events_total"), cpu_seconds(proc.pid))
+            def totals() -> tuple[float, float, float, float]:
+                return (metric_sum(port, "kmon_collector_admin_calls_total", call="list_consumer_groups"),
+                        metric_sum(port, "kmon_collector_admin_calls_total"),
+                        metric_sum(port, "kmon_collector_events_total"), cpu_seconds(proc.pid))
 
-        def next_cycle_end(previous: float) -> float:
-            wait(lambda: metric_sum(port, "kmon_collector_poll_duration_seconds") != previous, 300,
-                 "a poll cycle's end", 0.1)
-            return metric_sum(port, "kmon_collector_poll_duration_seconds")
-        durations = [next_cycle_end(metric_sum(port, "kmon_collector_poll_duration_seconds"))]
-        lists0, calls0, events0, cpu0 = totals()   # from one cycle's end to another's
-        t0 = time.perf_counter()
-        for _ in range(CYCLES):
-            durations.append(next_cycle_end(durations[-1]))
-        lists, calls, events, cpu = totals()
-        window = time.perf_counter() - t0
-        rss, peak = rss_mb(proc.pid), rss_mb(proc.pid, "VmHWM")
-    finally:
-        stop(proc.pid, "collect", timeout=20)
-        reader.close()
+            def next_cycle_end(previous: float) -> float:
+                wait(lambda: metric_sum(port, "kmon_collector_poll_duration_seconds") != previous, 300,
+                     "a poll cycle's end", 0.1)
+                return metric_sum(port, "kmon_collector_poll_duration_seconds")
+            durations = [next_cycle_end(metric_sum(port, "kmon_collector_poll_duration_seconds"))]
+            lists0, calls0, events0, cpu0 = totals()   # from one cycle's end to another's
+            t0 = time.perf_counter()
+            for _ in range(CYCLES):
+                durations.append(next_cycle_end(durations[-1]))
+            lists, calls, events, cpu = totals()
+            window = time.perf_counter() - t0
+            rss, peak = rss_mb(proc.pid), rss_mb(proc.pid, "VmHWM")
     cycles = lists - lists0
     return {"first_picture_s": first_s, "first_events_per_s": first_events / first_s,
             "poll_cycle_s": statistics.median(durations[1:]), "poll_cycle_max_s": max(durations[1:]),
@@ -142,11 +138,10 @@ def exporter_side(exe: Path, boot: str, n: int, workdir: Path) -> dict:
     """The peer exporter from its start: until its /metrics has the lag of every group and partition,
     then one window as long as kmon's (CPU, RSS)."""
     port, started = free_port(), time.perf_counter()
-    proc = spawn([str(exe), "-b", boot, "-p", str(port), "--from-start", "--high-water-interval", str(POLL_INTERVAL)],
-                 workdir / f"peer-exporter-{n}.log", workdir, die_with_parent=True)
-    try:
+    argv = [str(exe), "-b", boot, "-p", str(port), "--from-start", "--high-water-interval", str(POLL_INTERVAL)]
+    with process(argv, workdir / f"peer-exporter-{n}.log", "consumer-group-exporter") as proc:
         def complete() -> bool:
-            _alive(proc, "the peer exporter")
+            check_alive(proc, "the peer exporter")
             try:
                 return metric_count(port, "kafka_consumer_group_lag") >= n * PARTITIONS
             except OSError:   # not serving yet
@@ -160,38 +155,30 @@ def exporter_side(exe: Path, boot: str, n: int, workdir: Path) -> dict:
         metric_count(port, "kafka_consumer_group_lag")
         return {"exporter_first_picture_s": first_s, "exporter_cpu_s_per_10s": cpu_per_interval,
                 "exporter_scrape_s": time.perf_counter() - scrape_started, "exporter_rss_mb": rss_mb(proc.pid)}
-    finally:
-        stop(proc.pid, "consumer-group-exporter", timeout=20)
 
 
 def run(sizes: list[int], progress: Callable[[str], None]) -> list[dict]:
     """Sizes in ascending order on one 1-broker stack; each size adds groups to the previous ones."""
-    tools = find_toolchain()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="kmon-bench-") as tmp:
-        stack = LocalStack(Path(tmp) / "stack", tools, die_with_parent=True)
-        stack.up(StackRequest(brokers=1, fast=True, prometheus=False))
-        try:
-            assert stack.state
-            boot = stack.state.bootstrap_servers
-            admin = AdminClient({"bootstrap.servers": boot})
-            admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
-            producer = Producer({"bootstrap.servers": boot, "linger.ms": 20})
-            for i in range(MESSAGES):
-                producer.produce(TOPIC, value=b"x" * 100, partition=i % PARTITIONS)
-                producer.poll(0)
-            producer.flush(60)
-            exporter = peer_exporter(tools, progress)
-            made = 0
-            for n in sorted(sizes):
-                progress(f"{n} groups: committing offsets")
-                make_groups(admin, made, n, progress)
-                made = n
-                progress("  kafka-consumer-groups --describe --all-groups")
-                peer = peer_side(tools, boot, n)
-                ours = kmon_side(boot, n, stack.dir, progress)
-                progress("  the peer exporter")
-                rows.append({"groups": n, **ours, **peer, **exporter_side(exporter, boot, n, stack.dir)})
-        finally:
-            stack.down(timeout=5)
+    with one_broker_stack() as stack:
+        assert stack.state
+        boot = stack.state.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": boot})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+        producer = Producer({"bootstrap.servers": boot, "linger.ms": 20})
+        for i in range(MESSAGES):
+            producer.produce(TOPIC, value=b"x" * 100, partition=i % PARTITIONS)
+            producer.poll(0)
+        producer.flush(60)
+        exporter = peer_exporter(stack.tools, progress)
+        made = 0
+        for n in sorted(sizes):
+            progress(f"{n} groups: committing offsets")
+            make_groups(admin, made, n, progress)
+            made = n
+            progress("  kafka-consumer-groups --describe --all-groups")
+            peer = peer_side(stack.tools, boot, n)
+            ours = kmon_side(boot, n, stack.dir, progress)
+            progress("  the peer exporter")
+            rows.append({"groups": n, **ours, **peer, **exporter_side(exporter, boot, n, stack.dir)})
     return rows

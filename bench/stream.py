@@ -2,20 +2,17 @@
 from __future__ import annotations
 
 import statistics
-import tempfile
 import time
 import urllib.request
-from pathlib import Path
 from typing import Callable, Iterable
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.harness import one_broker_stack
 from bench.measure import percentile, wait
 from bench.synthetic import Shape, Zxids, broker_failure, healthy
 from kmon.events import PartitionState, encode, entity_key
-from kmon.stack.local import LocalStack, StackRequest
-from kmon.stack.toolchain import find_toolchain
 from streaming.app import StreamApp, StreamConfig
 
 TOPIC = "kmon-bench-events"
@@ -42,53 +39,47 @@ def _rows(app: StreamApp) -> int:
 
 
 def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progress: Callable[[str], None]) -> dict:
-    tools = find_toolchain()
-    with tempfile.TemporaryDirectory(prefix="kmon-bench-") as tmp:
-        stack = LocalStack(Path(tmp) / "stack", tools, die_with_parent=True)
-        stack.up(StackRequest(brokers=1, fast=True, prometheus=False))
-        try:
-            assert stack.state
-            boot = stack.state.bootstrap_servers
-            admin = AdminClient({"bootstrap.servers": boot})  # kept alive until the future resolves
-            admin.create_topics([NewTopic(TOPIC, 4, 1)])[TOPIC].result(30)
-            shape, zxid = Shape(partitions=partitions), Zxids()
-            progress(f"producing a backlog: {partitions} partitions, then broker failures up to {backlog} events")
+    with one_broker_stack() as stack:
+        assert stack.state
+        boot = stack.state.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": boot})  # kept alive until the future resolves
+        admin.create_topics([NewTopic(TOPIC, 4, 1)])[TOPIC].result(30)
+        shape, zxid = Shape(partitions=partitions), Zxids()
+        progress(f"producing a backlog: {partitions} partitions, then broker failures up to {backlog} events")
 
-            def backlog_events():
-                n = 0
-                for e in healthy(shape, zxid):
+        def backlog_events():
+            n = 0
+            for e in healthy(shape, zxid):
+                n += 1
+                yield e
+            broker = 1
+            while n < backlog:
+                for e in broker_failure(shape, zxid, broker % shape.brokers + 1):
                     n += 1
                     yield e
-                broker = 1
-                while n < backlog:
-                    for e in broker_failure(shape, zxid, broker % shape.brokers + 1):
-                        n += 1
-                        yield e
-                        if n >= backlog:
-                            return
-                    broker += 1
-            produced = _produce(boot, backlog_events())
-            app = StreamApp(StreamConfig(bootstrap_servers=boot, events_topic=TOPIC,
-                                         checkpoint=Path(tmp) / "checkpoint", metrics_host="127.0.0.1",
-                                         metrics_port=0, master="local[2]", trigger_seconds=trigger,
-                                         shuffle_partitions=4, spark_jars=tuple(tools.spark_jar_list())))
-            app.start()
-            try:
-                progress(f"draining {produced} events")
-                drain_s = wait(lambda: _rows(app) >= produced, 3600, "backlog drain")
-                before = _rows(app)
-                storm = list(broker_failure(shape, zxid, broker=shape.brokers))
-                progress(f"storm: {len(storm)} events (broker failure in {partitions} partitions)")
-                t0 = time.perf_counter()
-                _produce(boot, storm)
-                wait(lambda: _rows(app) >= before + len(storm), 3600, "storm")
-                storm_s = time.perf_counter() - t0  # produce + absorb: the app reads while we write
-                progress(f"event -> export delay, {delay_samples} samples")
-                delays, scrapes = _delays(app, boot, delay_samples, zxid)
-            finally:
-                app.stop()
+                    if n >= backlog:
+                        return
+                broker += 1
+        produced = _produce(boot, backlog_events())
+        app = StreamApp(StreamConfig(bootstrap_servers=boot, events_topic=TOPIC,
+                                     checkpoint=stack.dir.parent / "checkpoint", metrics_host="127.0.0.1",
+                                     metrics_port=0, master="local[2]", trigger_seconds=trigger,
+                                     shuffle_partitions=4, spark_jars=tuple(stack.tools.spark_jar_list())))
+        app.start()
+        try:
+            progress(f"draining {produced} events")
+            drain_s = wait(lambda: _rows(app) >= produced, 3600, "backlog drain")
+            before = _rows(app)
+            storm = list(broker_failure(shape, zxid, broker=shape.brokers))
+            progress(f"storm: {len(storm)} events (broker failure in {partitions} partitions)")
+            t0 = time.perf_counter()
+            _produce(boot, storm)
+            wait(lambda: _rows(app) >= before + len(storm), 3600, "storm")
+            storm_s = time.perf_counter() - t0  # produce + absorb: the app reads while we write
+            progress(f"event -> export delay, {delay_samples} samples")
+            delays, scrapes = _delays(app, boot, delay_samples, zxid)
         finally:
-            stack.down(timeout=5)
+            app.stop()
     return {"partitions": partitions, "backlog_events": produced, "drain_s": drain_s,
             "drain_events_per_s": produced / drain_s, "storm_events": len(storm), "storm_s": storm_s,
             "storm_events_per_s": len(storm) / storm_s, "trigger_s": trigger,
@@ -106,9 +97,9 @@ def _delays(app: StreamApp, boot: str, samples: int, zxid: Zxids) -> tuple[list[
         z = zxid()
         sent = time.time()
         isr = (1, 2, 3) if i % 2 else (1, 2)
-        e = Event(cluster="bench", source="zk", kind="partition", entity=entity_key("partition", "topic-00000", 0),
+        e = Event(cluster="bench", source="zk", kind="partition", entity=entity_key("partition", Shape.topic(0), 0),
                   op="upsert", observed_ms=int(sent * 1000),
-                  data=PartitionState("topic-00000", 0, 1, 5, isr, 1), zxid=z, znode=ZnodeMeta("/x", z, 0, 0))
+                  data=PartitionState(Shape.topic(0), 0, 1, 5, isr, 1), zxid=z, znode=ZnodeMeta("/x", z, 0, 0))
         p.produce(TOPIC, key=e.message_key, value=encode(e))
         p.flush(10)
         wait(lambda: app.holder.get().stats.last_event_ms.get(("bench", "zk"), 0) >= e.observed_ms, 120, "delay sample")

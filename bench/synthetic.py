@@ -21,6 +21,10 @@ class Shape:
     def topics(self) -> int:
         return max(1, self.partitions // self.partitions_per_topic)
 
+    @staticmethod
+    def topic(t: int) -> str:
+        return f"topic-{t:05d}"
+
     def replicas(self, t: int, p: int) -> tuple[int, ...]:
         first = (t * self.partitions_per_topic + p) % self.brokers
         return tuple((first + i) % self.brokers + 1 for i in range(self.rf))
@@ -46,7 +50,7 @@ def healthy(shape: Shape, zxid: Zxids) -> Iterator[Event]:
     for b in range(1, shape.brokers + 1):
         yield _event(shape, "broker", entity_key("broker", b), BrokerState(b, "127.0.0.1", 9000 + b, None), zxid())
     for t in range(shape.topics):
-        name = f"topic-{t:05d}"
+        name = shape.topic(t)
         yield _event(shape, "topic", entity_key("topic", name),
                      TopicState(name, None, {p: shape.replicas(t, p) for p in range(shape.partitions_per_topic)},
                                 config={"min.insync.replicas": "2"}), zxid())
@@ -61,7 +65,7 @@ def broker_failure(shape: Shape, zxid: Zxids, broker: int) -> Iterator[Event]:
     partitions it led elect the next replica."""
     yield _event(shape, "broker", entity_key("broker", broker), None, zxid(), op="delete")
     for t in range(shape.topics):
-        name = f"topic-{t:05d}"
+        name = shape.topic(t)
         for p in range(shape.partitions_per_topic):
             r = shape.replicas(t, p)
             if broker not in r:

@@ -8,28 +8,25 @@ topic. ZooKeeper reads come from the collector's /metrics, memory from /proc.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
 import statistics
-import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Callable, Iterable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from kazoo.client import KazooClient
 
+from bench.harness import TopicReader, kmon_argv, one_broker_stack, process
 from bench.measure import metric_sum, percentile, rss_mb, wait
 from bench.synthetic import Shape
 from collectors.zk.collector import READ_CHUNK
 from collectors.zk.znodes import ZkPaths
-from kmon.events import decode, entity_key
-from kmon.stack.local import LocalStack, StackRequest
-from kmon.stack.process import free_port, spawn, stop
-from kmon.stack.toolchain import find_toolchain
+from kmon.events import entity_key
+from kmon.stack.local import LocalStack
+from kmon.stack.process import free_port
 
 CLUSTER = "bench"
 
@@ -41,10 +38,9 @@ def _state(leader: int, isr: Iterable[int], leader_epoch: int = 0) -> bytes:
 
 def _tree(shape: Shape, paths: ZkPaths) -> list[list[tuple[str, bytes]]]:
     """The znodes of a healthy cluster, in waves: every parent is in an earlier wave than its children."""
-    fixed = [(paths.chroot or "/", b""), (paths.chroot + "/brokers", b""), (paths.broker_ids, b""),
-             (paths.topics, b""), (paths.chroot + "/config", b""), (paths.config_topics, b""),
-             (paths.chroot + "/admin", b""), (paths.delete_topics, b""), (paths.isr_change_notification, b"")]
-    fixed = [f for f in fixed if f[0] != "/"]
+    fixed = [(paths.chroot + "/brokers", b""), (paths.broker_ids, b""), (paths.topics, b""),
+             (paths.chroot + "/config", b""), (paths.config_topics, b""), (paths.chroot + "/admin", b""),
+             (paths.delete_topics, b""), (paths.isr_change_notification, b"")]
     brokers = [(paths.broker(b), json.dumps({
         "version": 5, "host": "127.0.0.1", "port": 9000 + b, "jmx_port": -1, "timestamp": "1700000000000",
         "endpoints": [f"PLAINTEXT://127.0.0.1:{9000 + b}"], "features": {},
@@ -52,7 +48,7 @@ def _tree(shape: Shape, paths: ZkPaths) -> list[list[tuple[str, bytes]]]:
     controller = [(paths.controller, json.dumps({"version": 2, "brokerid": 1, "timestamp": "1700000000000",
                                                  "kraftControllerEpoch": -1}).encode()),
                   (paths.controller_epoch, b"1")]
-    names = [f"topic-{t:05d}" for t in range(shape.topics)]
+    names = [shape.topic(t) for t in range(shape.topics)]
     ppt = range(shape.partitions_per_topic)
     topics = [(paths.topic(n), json.dumps({
         "version": 3, "topic_id": uuid.uuid4().hex[:22], "adding_replicas": {}, "removing_replicas": {},
@@ -66,18 +62,13 @@ def _tree(shape: Shape, paths: ZkPaths) -> list[list[tuple[str, bytes]]]:
 
 
 def write_tree(client: KazooClient, shape: Shape, paths: ZkPaths, progress: Callable[[str], None]) -> int:
-    """Create the tree with pipelined creates; returns the number of znodes."""
-    waves = _tree(shape, paths)
-    client.ensure_path(waves[0][0][0])
-    n = 0
-    for wave in waves:
+    """Create the tree under its (new) chroot with pipelined creates; returns the number of znodes."""
+    client.ensure_path(paths.chroot or "/")
+    n = 1   # the chroot
+    for wave in _tree(shape, paths):
         for i in range(0, len(wave), 5000):
             for result in [client.create_async(path, data) for path, data in wave[i:i + 5000]]:
-                try:
-                    result.get()
-                except Exception as e:   # the chroot itself may exist from ensure_path
-                    if type(e).__name__ != "NodeExistsError":
-                        raise
+                result.get()
             n += len(wave[i:i + 5000])
         progress(f"  {n} znodes written")
     return n
@@ -98,39 +89,6 @@ def raw_read_rate(hosts: str, paths: list[str]) -> float:
         client.close()
 
 
-class TopicReader:
-    """The events topic from the beginning; remembers the newest event per message key it is asked about."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.topic = topic
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}",
-                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                                  "fetch.wait.max.ms": 5})   # the default 500 ms would dominate the delay
-        self.assigned = False
-        self.messages = 0
-
-    def poll(self, keys: set[bytes]) -> dict[bytes, object]:
-        """Drain what is there; return the events (decoded) whose keys are in ``keys``."""
-        if not self.assigned:
-            meta = self.consumer.list_topics(self.topic, timeout=5).topics[self.topic]
-            if meta.error is not None or not meta.partitions:
-                return {}
-            self.consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in meta.partitions])
-            self.assigned = True
-        found: dict[bytes, object] = {}
-        while batch := self.consumer.consume(10_000, timeout=0.01):
-            for m in batch:
-                if m.error():
-                    continue
-                self.messages += 1
-                if m.key() in keys and m.value() is not None:
-                    found[m.key()] = decode(m.value())
-        return found
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
 def run_size(stack: LocalStack, partitions: int, samples: int, progress: Callable[[str], None]) -> dict:
     assert stack.state
     shape, paths = Shape(partitions=partitions, cluster=CLUSTER), ZkPaths(f"/bench-{partitions}")
@@ -140,36 +98,31 @@ def run_size(stack: LocalStack, partitions: int, samples: int, progress: Callabl
         t0 = time.perf_counter()
         znodes = write_tree(client, shape, paths, progress)
         write_s = time.perf_counter() - t0
-        state_paths = [paths.partition_state(f"topic-{t:05d}", p)
+        state_paths = [paths.partition_state(shape.topic(t), p)
                        for t in range(shape.topics) for p in range(shape.partitions_per_topic)]
         progress(f"  raw read rate over {len(state_paths)} partition states")
         raw = raw_read_rate(hosts, state_paths)
 
         topic, port = f"kmon-bench-zk-{partitions}-{uuid.uuid4().hex[:6]}", free_port()
-        reader = TopicReader(stack.state.bootstrap_servers, topic)
-        argv = [str(Path(sys.executable).with_name("kmon")), "collect", "zk", "--zookeeper", hosts + paths.chroot,
-                "--cluster", CLUSTER, "--events-bootstrap-servers", stack.state.bootstrap_servers,
-                "--events-topic", topic, "--metrics-port", str(port), "--buffer-size", str(2 * znodes)]
-        progress("  starting the collector")
-        started = time.perf_counter()
-        proc = spawn(argv, stack.dir / f"{topic}.log", stack.dir, die_with_parent=True)
-        try:
-            end_key = f"{CLUSTER}/{entity_key('snapshot_end', 'zk')}".encode()
-            # snapshot_begin and snapshot_end share their key (snapshot:zk)
-            wait(lambda: getattr(reader.poll({end_key}).get(end_key), "kind", None) == "snapshot_end", 1800,
-                 "snapshot_end on the events topic", 0.01)
-            snapshot_s = time.perf_counter() - started
-            snapshot_events = reader.messages
-            snapshot_reads = metric_sum(port, "kmon_collector_zk_reads_total")
-            rss_snapshot = rss_mb(proc.pid)
-            progress(f"  snapshot on the topic after {snapshot_s:.1f}s: {snapshot_events} events, "
-                     f"{snapshot_reads:.0f} reads; {samples} ISR flips, one at a time")
-            delays = _delays(client, reader, shape, paths, samples)
-            reads = metric_sum(port, "kmon_collector_zk_reads_total") - snapshot_reads
-            rss_steady, rss_peak = rss_mb(proc.pid), rss_mb(proc.pid, "VmHWM")
-        finally:
-            stop(proc.pid, "collect", timeout=20)
-            reader.close()
+        argv = kmon_argv("collect", "zk", "--zookeeper", hosts + paths.chroot, "--cluster", CLUSTER,
+                         "--events-bootstrap-servers", stack.state.bootstrap_servers, "--events-topic", topic,
+                         "--metrics-port", str(port), "--buffer-size", str(2 * znodes))
+        with contextlib.closing(TopicReader(stack.state.bootstrap_servers, topic)) as reader:
+            progress("  starting the collector")
+            started = time.perf_counter()
+            with process(argv, stack.dir / f"{topic}.log", "collect") as proc:
+                end_key = f"{CLUSTER}/{entity_key('snapshot_end', 'zk')}".encode()
+                # snapshot_begin and snapshot_end share their key (snapshot:zk)
+                wait(lambda: getattr(reader.poll({end_key}).get(end_key), "kind", None) == "snapshot_end", 1800,
+                     "snapshot_end on the events topic", 0.01)
+                snapshot_s = time.perf_counter() - started
+                snapshot_events = reader.messages
+                snapshot_reads = metric_sum(port, "kmon_collector_zk_reads_total")
+                progress(f"  snapshot on the topic after {snapshot_s:.1f}s: {snapshot_events} events, "
+                         f"{snapshot_reads:.0f} reads; {samples} ISR flips, one at a time")
+                delays = _delays(client, reader, shape, paths, samples)
+                reads = metric_sum(port, "kmon_collector_zk_reads_total") - snapshot_reads
+                rss_steady, rss_peak = rss_mb(proc.pid), rss_mb(proc.pid, "VmHWM")
     # the collector's own account of the snapshot: reads and events only, without its start-up
     own = re.search(r"snapshot \(start\):.* ([0-9.]+)s$", proc.log.read_text(), re.M)
     return {"partitions": partitions, "znodes": znodes, "write_znodes_per_s": znodes / write_s,
@@ -187,7 +140,7 @@ def _delays(client: KazooClient, reader: TopicReader, shape: Shape, paths: ZkPat
     out = []
     for _ in range(samples):
         t, p = rng.randrange(shape.topics), rng.randrange(shape.partitions_per_topic)
-        name, replicas = f"topic-{t:05d}", shape.replicas(t, p)
+        name, replicas = shape.topic(t), shape.replicas(t, p)
         isr = replicas if (t, p) in shrunk else replicas[:-1]
         shrunk ^= {(t, p)}
         key = f"{CLUSTER}/{entity_key('partition', name, p)}".encode()
@@ -196,7 +149,7 @@ def _delays(client: KazooClient, reader: TopicReader, shape: Shape, paths: ZkPat
 
         def arrived() -> bool:
             event = reader.poll({key}).get(key)
-            return event is not None and (event.zxid or 0) >= stat.mzxid   # type: ignore[attr-defined]
+            return event is not None and (event.zxid or 0) >= stat.mzxid
         wait(arrived, 60, f"the event of {name}-{p}", 0.001)
         out.append(time.perf_counter() - sent)
     return out
@@ -204,11 +157,5 @@ def _delays(client: KazooClient, reader: TopicReader, shape: Shape, paths: ZkPat
 
 def run(sizes: list[int], samples: int, progress: Callable[[str], None]) -> list[dict]:
     """Every size on one stack (1 broker for the events topic); each tree under its own chroot."""
-    tools = find_toolchain()
-    with tempfile.TemporaryDirectory(prefix="kmon-bench-") as tmp:
-        stack = LocalStack(Path(tmp) / "stack", tools, die_with_parent=True)
-        stack.up(StackRequest(brokers=1, fast=True, prometheus=False))
-        try:
-            return [run_size(stack, n, samples, progress) for n in sizes]
-        finally:
-            stack.down(timeout=5)
+    with one_broker_stack() as stack:
+        return [run_size(stack, n, samples, progress) for n in sizes]
