@@ -10,7 +10,7 @@ import urllib.request
 from typing import Iterator
 
 import pytest
-from confluent_kafka import Consumer, ElectionType
+from confluent_kafka import Consumer, ElectionType, TopicPartition
 
 from kmon.monitor import MonitorOptions, start_monitor
 from kmon.stack.local import LocalStack
@@ -181,7 +181,7 @@ def test_4_reassignment_counts_reassigning_without_a_false_urp_alert(mon: LocalS
 class Member(threading.Thread):
     """A consumer group member that polls until stopped; close() leaves the group."""
 
-    def __init__(self, stack: LocalStack, group: str, topic: str, **conf: object):
+    def __init__(self, stack: LocalStack, group: str, topic: str, paused: bool = False, **conf: object):
         super().__init__(daemon=True)
         assert stack.state
         self.consumer = Consumer({"bootstrap.servers": stack.state.bootstrap_servers, "group.id": group,
@@ -190,6 +190,8 @@ class Member(threading.Thread):
         self.consumer.subscribe([topic])
         self.stop = threading.Event()
         self.paused = threading.Event()
+        if paused:  # the test drives the consumer until it clears this
+            self.paused.set()
         self.start()
 
     def run(self) -> None:
@@ -302,20 +304,24 @@ def test_9_every_dashboard_query_returns_data_for_its_scenario(mon: LocalStack) 
     create_topic(mon, topic, partitions=2, rf=3)
     assert mon.state
     p = Producer({"bootstrap.servers": mon.state.bootstrap_servers})
-    for i in range(100):
-        p.produce(topic, value=b"m%d" % i)
+    for i in range(100):  # 50 per partition: whatever 10 are committed below, some lag remains
+        p.produce(topic, value=b"m%d" % i, partition=i % 2)
     p.flush(30)
-    member = Member(mon, group, topic, **{"enable.auto.commit": False, "max.poll.interval.ms": 60000})
+    member = Member(mon, group, topic, paused=True, **{"enable.auto.commit": False, "max.poll.interval.ms": 60000})
     try:
-        # consume a little and commit it, then stay in the group behind the end
+        # The test thread consumes a little and commits exactly that; only then does the
+        # member's own thread poll (to stay in the group), and it never commits. (Committing
+        # the consumer's position instead raced with that thread, which could have read to
+        # the end in between: lag 0.)
         def consumed_some() -> bool:
-            member.paused.set()
-            msgs = member.consumer.consume(10, timeout=1)
-            if msgs:
-                member.consumer.commit(asynchronous=False)
-            member.paused.clear()
-            return bool(msgs)
+            msgs = [m for m in member.consumer.consume(10, timeout=1) if m.error() is None]
+            ends = {m.partition(): m.offset() + 1 for m in msgs}
+            if ends:
+                member.consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in ends.items()],
+                                       asynchronous=False)
+            return bool(ends)
         eventually(consumed_some, 60, "consumed and committed")
+        member.paused.clear()
         eventually(lambda: (v(mon, "kmon_consumer_group_lag", group=group, topic=topic) or 0) > 0, 120, "lag exported")
         eventually(lambda: prom(mon, "/api/v1/query", query=f'kmon_consumer_group_lag_seconds{{group="{group}"}}')
                    ["result"], 90, "lag seconds scraped")
