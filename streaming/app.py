@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
 import threading
@@ -35,6 +36,8 @@ class StreamConfig:
     trigger_seconds: float = 1.0
     shuffle_partitions: int = 4       # fixed in the checkpoint once the query has run
     max_offsets_per_trigger: int = 200_000
+    kafka_timeout_s: float = 10.0     # per Kafka call of the source; see kafka_source_options
+    kafka_outage_limit_s: float = 300.0  # the query fails once the events cluster is away this long
     driver_memory: str = "1g"
     views: ViewOptions = ViewOptions()
     spark_jars: tuple[str, ...] = ()
@@ -112,18 +115,43 @@ def _session(cfg: StreamConfig):
     return spark
 
 
+# Spark's default pause between two attempts of the source to read the end offsets
+OFFSET_RETRY_INTERVAL_S = 1.0
+
+
+def kafka_source_options(cfg: StreamConfig) -> dict[str, str]:
+    """Options of Spark's Kafka source.
+
+    Every batch, the source's driver asks an Admin client for the events topic's end
+    offsets. When a broker leading one of its partitions dies, that call waits for the dead
+    node until the API timeout, Kafka's default 60 s: every view froze for a minute after
+    each broker death, though the controller moves leadership within the ZooKeeper session
+    timeout. A failed attempt is retried with a new Admin client (fresh metadata), so a short
+    timeout bounds the stall, and enough attempts keep a real outage survivable as long as
+    ``kafka_outage_limit_s``.
+    """
+    timeout_ms = str(int(cfg.kafka_timeout_s * 1000))
+    attempts = max(3, math.ceil(cfg.kafka_outage_limit_s / (cfg.kafka_timeout_s + OFFSET_RETRY_INTERVAL_S)))
+    return {
+        "kafka.bootstrap.servers": cfg.bootstrap_servers,
+        "subscribe": cfg.events_topic,
+        "startingOffsets": "earliest",
+        # compaction and retention delete offsets by design
+        "failOnDataLoss": "false",
+        "maxOffsetsPerTrigger": str(cfg.max_offsets_per_trigger),
+        # the Admin client refuses an API timeout shorter than its request timeout
+        "kafka.request.timeout.ms": timeout_ms,
+        "kafka.default.api.timeout.ms": timeout_ms,
+        "fetchOffset.numRetries": str(attempts),
+        "fetchOffset.retryIntervalMs": str(int(OFFSET_RETRY_INTERVAL_S * 1000)),
+    }
+
+
 def _query(spark, cfg: StreamConfig, driver: ViewDriver):
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    raw = (spark.readStream.format("kafka")
-           .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
-           .option("subscribe", cfg.events_topic)
-           .option("startingOffsets", "earliest")
-           # compaction and retention delete offsets by design
-           .option("failOnDataLoss", "false")
-           .option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
-           .load())
+    raw = spark.readStream.format("kafka").options(**kafka_source_options(cfg)).load()
     rows = raw.select(F.coalesce(F.col("key").cast("string"), F.lit("")).alias("key"),
                       F.col("value").cast("string").alias("value"), "partition", "offset")
     out = rows.groupBy("key").applyInPandasWithState(

@@ -33,6 +33,11 @@ def add_stream_parser(sub: argparse._SubParsersAction, on_signal) -> None:
     config.flag(p, "--max-offsets-per-trigger", default=200_000, type=config.positive_int,
                 help="events read per micro-batch at most")
     config.flag(p, "--driver-memory", default="1g", help="Spark driver memory")
+    config.flag(p, "--kafka-timeout", default=10.0, type=config.positive_float, metavar="SECONDS",
+                help="timeout of each Kafka call of Spark's Kafka source: when a leader of the events "
+                     "topic dies, the views stall this long, or until its partitions have a new leader")
+    config.flag(p, "--kafka-outage-limit", default=300.0, type=config.positive_float, metavar="SECONDS",
+                help="the query (and kmon stream) fails when the events cluster is unreachable this long")
     p.set_defaults(handler=lambda args: cmd_stream(args, on_signal))
 
 
@@ -47,6 +52,7 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
         checkpoint=args.checkpoint, metrics_host=args.metrics_host, metrics_port=args.metrics_port,
         master=None if submitted else args.master, trigger_seconds=args.trigger_interval,
         max_offsets_per_trigger=args.max_offsets_per_trigger, driver_memory=args.driver_memory,
+        kafka_timeout_s=args.kafka_timeout, kafka_outage_limit_s=args.kafka_outage_limit,
         views=ViewOptions(detail=args.partition_detail, default_min_isr=args.default_min_isr),
         spark_jars=() if submitted else tuple(find_toolchain().spark_jar_list()))
 

@@ -17,9 +17,9 @@ _DEFAULTS = GroupsConfig(bootstrap_servers="-", cluster="-")
 def add_groups_flags(parser: argparse.ArgumentParser) -> None:
     config.flag(parser, "--bootstrap-servers", type=config.host_port_list, metavar="HOST:PORT[,...]",
                 help="the monitored cluster's brokers (required)")
-    config.flag(parser, "--poll-interval", default=_DEFAULTS.poll_interval_s, type=positive_float,
+    config.flag(parser, "--poll-interval", default=_DEFAULTS.poll_interval_s, type=config.positive_float,
                 metavar="SECONDS", help="Admin API poll: live group state and end-offset samples")
-    config.flag(parser, "--lag-interval", default=_DEFAULTS.lag_interval_s, type=positive_float,
+    config.flag(parser, "--lag-interval", default=_DEFAULTS.lag_interval_s, type=config.positive_float,
                 metavar="SECONDS", help="lag events per group at most this often")
     for what in ("groups", "topics"):
         config.flag(parser, f"--include-{what}", default=".*", type=regex, metavar="REGEX",
@@ -30,7 +30,7 @@ def add_groups_flags(parser: argparse.ArgumentParser) -> None:
                 help="groups per describe_consumer_groups request")
     config.flag(parser, "--admin-concurrency", default=_DEFAULTS.concurrency, type=config.positive_int,
                 help="Admin API requests in flight at once")
-    config.flag(parser, "--request-timeout", default=_DEFAULTS.request_timeout_s, type=positive_float,
+    config.flag(parser, "--request-timeout", default=_DEFAULTS.request_timeout_s, type=config.positive_float,
                 metavar="SECONDS", help="per Admin API request; a late answer counts as failed")
     config.flag(parser, "--offsets-start", default=_DEFAULTS.offsets_start, choices=["beginning", "end"],
                 help="where the __consumer_offsets reader starts: the whole retained history, or now")
@@ -46,16 +46,6 @@ def groups_config(args: argparse.Namespace) -> GroupsConfig:
         describe_batch_size=args.describe_batch_size, concurrency=args.admin_concurrency,
         request_timeout_s=args.request_timeout, offsets_start=args.offsets_start,
         read_offsets_topic=not args.admin_only)
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    return value
 
 
 def regex(text: str) -> str:

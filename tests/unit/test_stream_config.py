@@ -1,0 +1,64 @@
+"""`kmon stream`'s flags and the Kafka source options they become (no Spark started)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kmon.cli import build_parser
+from streaming.app import OFFSET_RETRY_INTERVAL_S, StreamConfig, kafka_source_options
+from streaming.cli import stream_config
+
+
+@pytest.fixture
+def jar_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A toolchain cache holding a Kafka source jar, as deploy/install.sh leaves it."""
+    jars = tmp_path / "jars" / "spark-kafka"
+    jars.mkdir(parents=True)
+    (jars / "spark-sql-kafka.jar").write_bytes(b"")
+    monkeypatch.setenv("KMON_CACHE", str(tmp_path))
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    return jars
+
+
+def parse(*argv: str) -> StreamConfig:
+    return stream_config(build_parser().parse_args(["stream", *argv]))
+
+
+def test_kafka_timeouts_come_from_flags_and_environment(jar_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = parse("--bootstrap-servers", "k1:9092", "--kafka-timeout", "4.5")
+    assert (cfg.kafka_timeout_s, cfg.kafka_outage_limit_s) == (4.5, 300.0)
+    assert cfg.spark_jars == (str(jar_cache / "spark-sql-kafka.jar"),)
+    monkeypatch.setenv("KMON_KAFKA_OUTAGE_LIMIT", "60")
+    assert parse("--bootstrap-servers", "k1:9092").kafka_outage_limit_s == 60.0
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--kafka-timeout", "0"], "'0' must be greater than 0"),
+    (["--kafka-outage-limit", "soon"], "'soon' is not a number"),
+])
+def test_bad_kafka_timeouts_are_named(jar_cache: Path, capsys: pytest.CaptureFixture[str],
+                                      argv: list[str], named: str) -> None:
+    with pytest.raises(SystemExit):
+        parse("--bootstrap-servers", "k1:9092", *argv)
+    err = capsys.readouterr().err
+    assert argv[0] in err and named in err
+
+
+def test_source_gives_up_on_a_dead_leader_after_the_timeout_and_retries_through_the_outage_limit() -> None:
+    cfg = StreamConfig(bootstrap_servers="k1:9092", events_topic="ev", kafka_timeout_s=10, kafka_outage_limit_s=300,
+                       max_offsets_per_trigger=500)
+    opts = kafka_source_options(cfg)
+    assert opts["kafka.bootstrap.servers"] == "k1:9092" and opts["subscribe"] == "ev"
+    assert opts["maxOffsetsPerTrigger"] == "500"
+    # the Admin client rejects an API timeout below its request timeout
+    assert opts["kafka.default.api.timeout.ms"] == opts["kafka.request.timeout.ms"] == "10000"
+    attempts, pause = int(opts["fetchOffset.numRetries"]), int(opts["fetchOffset.retryIntervalMs"]) / 1000
+    assert pause == OFFSET_RETRY_INTERVAL_S
+    assert attempts * (10 + pause) >= 300 > (attempts - 1) * (10 + pause)
+
+
+def test_a_short_outage_limit_keeps_sparks_three_attempts() -> None:
+    opts = kafka_source_options(StreamConfig(bootstrap_servers="k1:9092", kafka_timeout_s=30, kafka_outage_limit_s=5))
+    assert opts["fetchOffset.numRetries"] == "3"
+    assert opts["kafka.default.api.timeout.ms"] == "30000"
