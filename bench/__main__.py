@@ -1,4 +1,4 @@
-"""python -m bench [scrape|stream|zk] ... : prints a Markdown table for bench/README.md."""
+"""python -m bench [scrape|stream|zk|groups|failover] ... : prints a Markdown table for bench/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,7 @@ import platform
 import sys
 import time
 
-from bench import groups, scrape, stream, zk
+from bench import failover, groups, scrape, stream, zk
 
 
 def _table(rows: list[dict]) -> str:
@@ -32,6 +32,8 @@ def main() -> int:
     z.add_argument("--samples", type=int, default=200, help="ISR flips timed one at a time, per size")
     g = sub.add_parser("groups", help="the consumer-group collector beside kafka-consumer-groups")
     g.add_argument("--groups", default="1000,10000")
+    f = sub.add_parser("failover", help="broker death -> views, by the Kafka source's timeout (two apps side by side)")
+    f.add_argument("--rounds", type=int, default=3, help="brokers killed (and restarted), one after the other")
     args = p.parse_args()
     log = lambda msg: print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
     print(f"machine: {platform.node()} {platform.machine()}, python {platform.python_version()}", file=sys.stderr)
@@ -39,6 +41,8 @@ def main() -> int:
         rows = [scrape.run(int(n)) for n in args.partitions.split(",")]
     elif args.what == "groups":
         rows = groups.run([int(n) for n in args.groups.split(",")], log)
+    elif args.what == "failover":
+        rows = failover.run(args.rounds, log)
     elif args.what == "zk":
         rows = zk.run([int(n) for n in args.partitions.split(",")], args.samples, log)
     else:

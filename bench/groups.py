@@ -24,7 +24,7 @@ from typing import Callable
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.harness import TopicReader, check_alive, kmon_argv, one_broker_stack, process
+from bench.harness import TopicReader, check_alive, kmon_argv, local_stack, process
 from bench.measure import cpu_seconds, metric_count, metric_sum, rss_mb, wait
 from kmon.events import entity_key
 from kmon.stack.process import free_port
@@ -160,7 +160,7 @@ def exporter_side(exe: Path, boot: str, n: int, workdir: Path) -> dict:
 def run(sizes: list[int], progress: Callable[[str], None]) -> list[dict]:
     """Sizes in ascending order on one 1-broker stack; each size adds groups to the previous ones."""
     rows = []
-    with one_broker_stack() as stack:
+    with local_stack() as stack:
         assert stack.state
         boot = stack.state.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": boot})

@@ -1,4 +1,4 @@
-"""The real parts a bench runs on: a one-broker stack, the processes it measures, the events topic read back."""
+"""The real parts a bench runs on: a local stack, the processes it measures, the events topic read back."""
 from __future__ import annotations
 
 import contextlib
@@ -17,11 +17,11 @@ from kmon.stack.toolchain import find_toolchain
 
 
 @contextlib.contextmanager
-def one_broker_stack() -> Iterator[LocalStack]:
-    """ZooKeeper and one broker in a temporary directory, stopped on exit (and with this process)."""
+def local_stack(brokers: int = 1) -> Iterator[LocalStack]:
+    """ZooKeeper and ``brokers`` brokers in a temporary directory, stopped on exit (and with this process)."""
     with tempfile.TemporaryDirectory(prefix="kmon-bench-") as tmp:
         stack = LocalStack(Path(tmp) / "stack", find_toolchain(), die_with_parent=True)
-        stack.up(StackRequest(brokers=1, fast=True, prometheus=False))
+        stack.up(StackRequest(brokers=brokers, fast=True, prometheus=False))
         try:
             yield stack
         finally:

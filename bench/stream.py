@@ -9,7 +9,7 @@ from typing import Callable, Iterable
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.harness import one_broker_stack
+from bench.harness import local_stack
 from bench.measure import percentile, wait
 from bench.synthetic import Shape, Zxids, broker_failure, healthy
 from kmon.events import PartitionState, encode, entity_key
@@ -39,7 +39,7 @@ def _rows(app: StreamApp) -> int:
 
 
 def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progress: Callable[[str], None]) -> dict:
-    with one_broker_stack() as stack:
+    with local_stack() as stack:
         assert stack.state
         boot = stack.state.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": boot})  # kept alive until the future resolves

@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 
 from kazoo.client import KazooClient
 
-from bench.harness import TopicReader, kmon_argv, one_broker_stack, process
+from bench.harness import TopicReader, kmon_argv, local_stack, process
 from bench.measure import metric_sum, percentile, rss_mb, wait
 from bench.synthetic import Shape
 from collectors.zk.collector import READ_CHUNK
@@ -157,5 +157,5 @@ def _delays(client: KazooClient, reader: TopicReader, shape: Shape, paths: ZkPat
 
 def run(sizes: list[int], samples: int, progress: Callable[[str], None]) -> list[dict]:
     """Every size on one stack (1 broker for the events topic); each tree under its own chroot."""
-    with one_broker_stack() as stack:
+    with local_stack() as stack:
         return [run_size(stack, n, samples, progress) for n in sizes]
