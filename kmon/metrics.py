@@ -127,3 +127,14 @@ def exposed_names(spec: MetricSpec) -> tuple[str, ...]:
 
 def known_series_names() -> frozenset[str]:
     return frozenset(n for m in CATALOG for n in exposed_names(m))
+
+
+def markdown_table() -> str:
+    """The README's metric reference (`python -m kmon.metrics` prints it; a test compares)."""
+    rows = ["| metric | type | labels (besides cluster) | view | meaning |", "|---|---|---|---|---|"]
+    rows += [f"| `{m.name}` | {m.type} | {', '.join(m.labels) or '—'} | {m.view} | {m.help} |" for m in CATALOG]
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())
