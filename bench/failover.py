@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from confluent_kafka.admin import AdminClient
@@ -26,6 +27,15 @@ CLUSTER = "bench-failover"
 TOPIC = "kmon-events"
 BROKERS = 3
 TIMEOUTS_S = (60.0, 10.0)   # Kafka's default.api.timeout.ms, kmon stream's --kafka-timeout
+
+
+@dataclass(frozen=True)
+class Round:
+    event_s: float               # kill -> the broker's delete event on the topic (nan if not seen)
+    shown_s: dict[float, float]  # Kafka timeout -> kill -> that app's /metrics showing the death
+
+    def __str__(self) -> str:
+        return f"event {self.event_s:.1f} s, " + ", ".join(f"{t:g} s app {s:.1f} s" for t, s in self.shown_s.items())
 
 
 def _brokers_shown(port: int) -> float:
@@ -62,7 +72,7 @@ def _apps(stack: LocalStack, progress: Callable[[str], None]) -> Iterator[dict[f
 
 
 def _round(stack: LocalStack, admin: AdminClient, reader: TopicReader,
-           apps: dict[float, tuple[Spawned, int]]) -> dict[str, float]:
+           apps: dict[float, tuple[Spawned, int]]) -> Round:
     victim = _busiest_leader(admin)
     key = f"{CLUSTER}/{entity_key('broker', victim)}".encode()
     reader.poll({key})  # skip what is already there
@@ -85,7 +95,7 @@ def _round(stack: LocalStack, admin: AdminClient, reader: TopicReader,
     stack.start_broker(victim)
     for _, port in apps.values():
         wait(lambda: _brokers_shown(port) == BROKERS, 300, f"broker {victim} back in the views", 0.5)
-    return {"event": event_s if event_s is not None else float("nan"), **{f"{t:g}": s for t, s in shown.items()}}
+    return Round(event_s if event_s is not None else float("nan"), shown)
 
 
 def run(rounds: int, progress: Callable[[str], None]) -> list[dict]:
@@ -101,17 +111,17 @@ def run(rounds: int, progress: Callable[[str], None]) -> list[dict]:
             results = []
             for n in range(rounds):
                 results.append(_round(stack, admin, reader, apps))
-                progress(f"round {n + 1}/{rounds}: " + ", ".join(f"{k}: {v:.1f} s" for k, v in results[-1].items()))
+                progress(f"round {n + 1}/{rounds}: {results[-1]}")
     return _rows(results)
 
 
-def _rows(results: list[dict[str, float]]) -> list[dict]:
+def _rows(results: list[Round]) -> list[dict]:
     rows = []
-    base = [r[f"{TIMEOUTS_S[-1]:g}"] for r in results]
+    base = [r.shown_s[TIMEOUTS_S[-1]] for r in results]
     for timeout in TIMEOUTS_S:
-        times = [r[f"{timeout:g}"] for r in results]
+        times = [r.shown_s[timeout] for r in results]
         rows.append({"kafka_timeout_s": timeout, "rounds": len(results),
-                     "kill_to_event_on_topic_p50_s": percentile([r["event"] for r in results], 0.5),
+                     "kill_to_event_on_topic_p50_s": percentile([r.event_s for r in results], 0.5),
                      "kill_to_views_p50_s": percentile(times, 0.5), "kill_to_views_max_s": max(times),
                      "rounds_over_30s": sum(t > 30 for t in times),
                      "p50_ratio": percentile(times, 0.5) / percentile(base, 0.5), "max_ratio": max(times) / max(base)})
