@@ -90,18 +90,26 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
                 help="port of broker 1; broker N gets this + N - 1 (0 = free ports)")
     config.switch(p, "--fast", help="detect failures in seconds (short ZooKeeper session, replica lag)")
     config.switch(p, "--no-prometheus", help="do not start Prometheus and Alertmanager")
+    config.switch(p, "--no-events-cluster",
+                  help="no separate events cluster: kmon's events travel on the monitored cluster, so kmon "
+                       "slows down or goes blind exactly when that cluster fails (for comparisons)")
 
 
 def _request(args: argparse.Namespace) -> StackRequest:
     return StackRequest(brokers=args.brokers, chroot=args.chroot, fast=args.fast,
                         prometheus=not args.no_prometheus, zk_port=args.zookeeper_port,
-                        first_broker_port=args.broker_port)
+                        first_broker_port=args.broker_port, events_cluster=not args.no_events_cluster)
 
 
 def describe(state: StackState) -> str:
+    separate = state.events_bootstrap_servers != state.bootstrap_servers
     lines = [f"stack in {state.dir}",
-             f"  zookeeper          {state.zk_connect}",
-             f"  bootstrap servers  {state.bootstrap_servers}"]
+             "  monitored cluster (Kafka in ZooKeeper mode)",
+             f"    zookeeper        {state.zk_connect}",
+             f"    bootstrap        {state.bootstrap_servers}",
+             "  events cluster (kmon's own: one KRaft node)" if separate
+             else "  events cluster: the monitored cluster itself (--no-events-cluster)",
+             f"    bootstrap        {state.events_bootstrap_servers}"]
     for name, url in (("prometheus", state.url("prometheus")), ("alertmanager", state.url("alertmanager"))):
         if url:
             lines.append(f"  {name:<18} {url}")

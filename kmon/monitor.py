@@ -30,7 +30,7 @@ def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
     """Start what is not running yet: the zk and groups collectors, then the stream app."""
     s = stack.state
     assert s, "the stack is not up"
-    events = ["--cluster", opts.cluster, "--events-bootstrap-servers", s.bootstrap_servers,
+    events = ["--cluster", opts.cluster, "--events-bootstrap-servers", s.events_bootstrap_servers,
               "--events-topic", opts.events_topic]
     argv = {
         "zk": _kmon("collect", "zk", "--zookeeper", s.zk_connect, *events),
@@ -45,7 +45,7 @@ def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
     if "stream" not in s.components:
         port = s.stream_port
         stack.add_service("stream", _kmon(
-            "stream", "--bootstrap-servers", s.bootstrap_servers, "--events-topic", opts.events_topic,
+            "stream", "--bootstrap-servers", s.events_bootstrap_servers, "--events-topic", opts.events_topic,
             "--checkpoint", f"{stack.dir}/checkpoint", "--metrics-host", "127.0.0.1",
             "--metrics-port", str(port), "--master", opts.spark_master,
             "--trigger-interval", str(opts.trigger_seconds)),

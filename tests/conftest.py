@@ -28,10 +28,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @contextmanager
 def running_stack(directory: Path, toolchain: Toolchain, **request: object) -> Iterator[LocalStack]:
-    """A fast-failure-detection stack (no Prometheus unless asked) for a fixture's lifetime."""
+    """A fast-failure-detection stack for a fixture's lifetime; no Prometheus and no separate events
+    cluster unless asked (tests of one part publish wherever they choose)."""
     stack = LocalStack(directory, toolchain, die_with_parent=True)
     try:
-        stack.up(StackRequest(**{"fast": True, "prometheus": False, **request}))  # type: ignore[arg-type]
+        stack.up(StackRequest(**{"fast": True, "prometheus": False, "events_cluster": False,  # type: ignore[arg-type]
+                                 **request}))
         yield stack
     finally:
         stack.down(timeout=10)

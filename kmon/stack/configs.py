@@ -10,6 +10,7 @@ from kmon.stack.toolchain import REPO
 PROMETHEUS_TEMPLATE = REPO / "deploy" / "prometheus" / "prometheus.yml.tmpl"
 RULES_DIR = REPO / "deploy" / "prometheus" / "rules"
 ALERTMANAGER_CONFIG = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
+EVENTS_NODE_ID = 1
 
 # Kafka logs through log4j 1 (reload4j); everything to stdout, which spawn() sends to a file.
 LOG4J = """log4j.rootLogger=INFO, stdout
@@ -90,6 +91,32 @@ def broker_properties(broker_id: int, port: int, log_dir: Path, zk_connect: str,
     }
     values.update(profile.extra_broker_props)
     return properties(values)
+
+
+def events_node_properties(port: int, controller_port: int, log_dir: Path) -> str:
+    """kmon's own events cluster: one Kafka node in KRaft combined mode (no ZooKeeper), so that no
+    failure of the monitored cluster (brokers, controller, ZooKeeper) stops the events."""
+    return properties({
+        "process.roles": "broker,controller",
+        "node.id": EVENTS_NODE_ID,
+        "controller.quorum.voters": f"{EVENTS_NODE_ID}@127.0.0.1:{controller_port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "log.dirs": log_dir,
+        "num.partitions": 1,
+        "offsets.topic.replication.factor": 1,
+        "offsets.topic.num.partitions": 3,
+        "transaction.state.log.replication.factor": 1,
+        "transaction.state.log.min.isr": 1,
+        "group.initial.rebalance.delay.ms": 0,
+        "num.network.threads": 2,
+        "num.io.threads": 2,
+        "num.recovery.threads.per.data.dir": 1,
+        "log.retention.hours": 24,
+    })
 
 
 def prometheus_config(stream_targets: list[str], collector_targets: list[str],

@@ -1,18 +1,25 @@
 """A real Kafka cluster (ZooKeeper mode) plus Prometheus and Alertmanager, as local processes.
 
+Beside the monitored cluster runs kmon's own events cluster (one KRaft node, component
+``events``), so the monitored brokers, controller and ZooKeeper can all die while kmon's
+events still flow.
+
 Everything a stack started is recorded in ``<dir>/stack.json``; ``down`` stops exactly
 those processes (checked against their command lines, so a recycled pid is never hit).
 """
 from __future__ import annotations
 
 import contextlib
+import base64
 import json
 import logging
 import shutil
 import signal
 import socket
+import subprocess
 import time
 import urllib.request
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -29,6 +36,7 @@ from kmon.stack.toolchain import Toolchain
 log = logging.getLogger("kmon.stack")
 
 STATE_FILE = "stack.json"
+EVENTS = "events"   # the component name of kmon's own events cluster
 JVM_OPTS = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=50", "-Djava.awt.headless=true",
             "-XX:+ExitOnOutOfMemoryError"]
 
@@ -72,8 +80,15 @@ class StackState:
 
     @property
     def bootstrap_servers(self) -> str:
+        """The monitored cluster's brokers."""
         return ",".join(f"127.0.0.1:{c.port}" for n, c in self.components.items()
                         if n.startswith("broker-"))
+
+    @property
+    def events_bootstrap_servers(self) -> str:
+        """Where kmon's events go: its own cluster, or the monitored one when the stack has none."""
+        events = self.components.get(EVENTS)
+        return f"127.0.0.1:{events.port}" if events else self.bootstrap_servers
 
     def url(self, name: str) -> str | None:
         c = self.components.get(name)
@@ -103,6 +118,7 @@ class StackRequest:
     prometheus: bool = True
     zk_port: int = 0          # 0 = a free port
     first_broker_port: int = 0
+    events_cluster: bool = True   # False: kmon's events travel on the monitored cluster itself
 
 
 class LocalStack:
@@ -133,10 +149,14 @@ class LocalStack:
             for i in range(req.brokers):
                 port = req.first_broker_port + i if req.first_broker_port else free_port()
                 self._write_broker(i + 1, port, profile)
-            for i in range(req.brokers):  # all at once: the JVMs start in parallel
-                self._spawn(self.component(f"broker-{i + 1}"))
+            if req.events_cluster:
+                self._write_events_node(profile)
+            for c in self._servers():  # all at once: the JVMs start in parallel
+                self._spawn(c)
             for i in range(req.brokers):
                 self._wait_broker(i + 1)
+            if req.events_cluster:
+                self._wait_events_node()
             wait_until(lambda: self.controller_id() >= 0, 60, "controller election")
             if req.prometheus:
                 self._start_alertmanager()
@@ -152,10 +172,11 @@ class LocalStack:
         """Stop what ``up`` started, Prometheus first and ZooKeeper last."""
         stopped: list[str] = []
         if self.state:
-            comps = list(self.state.components.values())
-            order = ([c for c in comps if not c.name.startswith(("broker-", "zookeeper"))]
-                     + [c for c in comps if c.name.startswith("broker-")]
-                     + [c for c in comps if c.name == "zookeeper"])
+            # the monitor and Prometheus first, then the events cluster (the collectors flush to it),
+            # the brokers, and ZooKeeper last
+            rank = {EVENTS: 1, "zookeeper": 3}
+            order = sorted(self.state.components.values(),
+                           key=lambda c: 2 if c.name.startswith("broker-") else rank.get(c.name, 0))
             for c in order:
                 if c.alive():
                     log.info("stopping %s (pid %d)", c.name, c.pid)
@@ -183,6 +204,8 @@ class LocalStack:
         self._spawn(c)
         if name.startswith("broker-"):
             self._wait_broker(int(name.split("-")[1]), timeout)
+        elif name == EVENTS:
+            self._wait_events_node(timeout)
         elif c.ready_url:
             wait_until(lambda: http_ok(c.ready_url), timeout, f"{name} (log: {c.log})", alive=c.alive)
 
@@ -287,6 +310,31 @@ class LocalStack:
                                                  self.state.zk_connect, self.state.brokers, profile))
         self._add(f"broker-{broker_id}", port,
                   self._java("kafka.Kafka", cfg, profile.broker_heap, f"broker-{broker_id}"), str(cfg))
+
+    def _servers(self) -> list[Component]:
+        """The Kafka JVMs written by ``up``: the monitored brokers and the events node."""
+        assert self.state
+        return [c for n, c in self.state.components.items() if n.startswith("broker-") or n == EVENTS]
+
+    def _write_events_node(self, profile: configs.Profile) -> None:
+        port, controller_port = free_port(), free_port()
+        cfg = self.dir / "events.properties"
+        data = self.dir / "events-data"
+        cfg.write_text(configs.events_node_properties(port, controller_port, data))
+        # a KRaft node needs its log directory formatted with a cluster id before its first start
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        fmt = subprocess.run([self.tools.java, "-cp", self.tools.kafka_classpath, "kafka.tools.StorageTool",
+                              "format", "-t", cluster_id, "-c", str(cfg), "--ignore-formatted"],
+                             capture_output=True, text=True, timeout=120)
+        if fmt.returncode != 0:
+            raise StackError(f"formatting the events node's storage {data} failed: {fmt.stdout}{fmt.stderr}")
+        self._add(EVENTS, port, self._java("kafka.Kafka", cfg, profile.broker_heap, EVENTS), str(cfg))
+
+    def _wait_events_node(self, timeout: float = 90) -> None:
+        c = self.component(EVENTS)
+        wait_until(lambda: serves_metadata(c.port, configs.EVENTS_NODE_ID), timeout,
+                   f"events cluster (log: {c.log})", interval=0.5, alive=c.alive)
+        log.info("events cluster serving on 127.0.0.1:%d", c.port)
 
     def _wait_broker(self, broker_id: int, timeout: float = 90) -> None:
         c = self.component(f"broker-{broker_id}")
