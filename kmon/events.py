@@ -12,18 +12,40 @@ Versioning: ``v`` is the schema version. Consumers accept every version they kno
 """
 from __future__ import annotations
 
+import collections.abc
+import dataclasses
 import functools
 import json
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, Callable, Literal, Mapping
 
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({1})
 
 Source = Literal["zk", "groups"]
 Op = Literal["upsert", "delete", "marker"]
+
+
+@dataclass(frozen=True)
+class Range:
+    """Inclusive bounds of a number field (in ``Annotated``); decode rejects a value outside them."""
+    lo: int
+    hi: int
+
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+# Kafka's ranges. Every int is bounded: an unbounded JSON number would overflow the float
+# that a Prometheus sample is.
+Int32 = Annotated[int, Range(0, INT32_MAX)]     # partitions, epochs, versions, counts
+Int64 = Annotated[int, Range(0, INT64_MAX)]     # milliseconds since the epoch, zxids, offsets, lags
+BrokerId = Int32
+BrokerOrNone = Annotated[int, Range(-1, INT32_MAX)]   # -1: no broker
+Port = Annotated[int, Range(0, 65535)]
 
 # kind -> how its entity id is built (see entity_key)
 KINDS = (
@@ -50,72 +72,73 @@ class MalformedEvent(ValueError):
 class ZnodeMeta:
     """Where a zk-sourced state came from; lets the stream order and de-duplicate."""
     path: str
-    mzxid: int
-    version: int
-    mtime_ms: int
+    mzxid: Int64
+    version: Int32
+    mtime_ms: Int64
     # versions skipped since the previous event of this znode: ZooKeeper coalesced
     # that many updates into one notification (0 = none missed)
-    version_gap: int = 0
+    version_gap: Int32 = 0
 
 
 # ---------------------------------------------------------------- typed entity states
 
 @dataclass(frozen=True)
 class ControllerState:
-    broker_id: int                    # -1 when no controller is registered
-    epoch: int | None                 # /controller_epoch, None if absent
-    timestamp_ms: int | None = None   # from the /controller registration
-    kraft_controller_epoch: int | None = None  # /controller v2 (migration), else None
+    broker_id: BrokerOrNone           # -1 when no controller is registered
+    epoch: Int32 | None               # /controller_epoch, None if absent
+    timestamp_ms: Int64 | None = None   # from the /controller registration
+    kraft_controller_epoch: Int32 | None = None  # /controller v2 (migration), else None
 
 
 @dataclass(frozen=True)
 class Endpoint:
     listener: str
     host: str
-    port: int
+    port: Port
     protocol: str
 
 
 @dataclass(frozen=True)
 class BrokerState:
-    broker_id: int
+    broker_id: BrokerId
     host: str | None
-    port: int | None
+    port: Annotated[int, Range(-1, 65535)] | None   # -1: no PLAINTEXT listener
     rack: str | None
     endpoints: tuple[Endpoint, ...] = ()
-    jmx_port: int = -1
-    timestamp_ms: int | None = None
-    format_version: int = 0
-    features: Mapping[str, Any] = field(default_factory=dict)
+    jmx_port: Annotated[int, Range(-1, 65535)] = -1
+    timestamp_ms: Int64 | None = None
+    format_version: Int32 = 0
+    # feature -> {"min_version": .., "max_version": ..}: KIP-584's int16 version levels
+    features: Mapping[str, Mapping[str, Annotated[int, Range(0, 2**15 - 1)]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class TopicState:
     topic: str
     topic_id: str | None
-    replicas: Mapping[int, tuple[int, ...]]            # partition -> assigned replicas (preferred first)
-    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)    # under reassignment
-    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    replicas: Mapping[Int32, tuple[BrokerId, ...]]     # partition -> assigned replicas (preferred first)
+    adding: Mapping[Int32, tuple[BrokerId, ...]] = field(default_factory=dict)    # under reassignment
+    removing: Mapping[Int32, tuple[BrokerId, ...]] = field(default_factory=dict)
     config: Mapping[str, str] = field(default_factory=dict)               # /config/topics/<t>
-    format_version: int = 1
+    format_version: Int32 = 1
 
 
 @dataclass(frozen=True)
 class PartitionState:
     topic: str
-    partition: int
-    leader: int                      # -1 = no leader, -2 = topic being deleted (ZK mode)
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
-    leader_recovery_state: int = 0   # 0 recovered, 1 recovering (KIP-704)
-    format_version: int = 1
+    partition: Int32
+    leader: Annotated[int, Range(-2, INT32_MAX)]   # -1 = no leader, -2 = topic being deleted (ZK mode)
+    leader_epoch: Int32
+    isr: tuple[BrokerId, ...]
+    controller_epoch: Int32
+    leader_recovery_state: Annotated[int, Range(0, 1)] = 0   # 0 recovered, 1 recovering (KIP-704)
+    format_version: Int32 = 1
 
 
 @dataclass(frozen=True)
 class ReassignmentState:
     # "topic:partition" -> target replicas, while /admin/reassign_partitions exists
-    partitions: Mapping[str, tuple[int, ...]]
+    partitions: Mapping[str, tuple[BrokerId, ...]]
 
 
 @dataclass(frozen=True)
@@ -144,35 +167,35 @@ class GroupMember:
 
 @dataclass(frozen=True)
 class TopicLag:
-    lag: int
-    lag_seconds: float | None
-    partitions: Mapping[int, int] = field(default_factory=dict)  # partition -> lag
+    lag: Int64
+    lag_seconds: Annotated[float, Range(0, INT64_MAX)] | None
+    partitions: Mapping[Int32, Int64] = field(default_factory=dict)  # partition -> lag
 
 
 @dataclass(frozen=True)
 class GroupState:
     group: str
     state: str                       # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead, ...
-    generation: int                  # -1 when unknown
+    generation: Annotated[int, Range(-1, INT32_MAX)]   # -1 when unknown
     protocol_type: str = ""
     protocol: str = ""               # chosen assignor
     leader: str | None = None
     members: tuple[GroupMember, ...] = ()
-    coordinator: int | None = None
+    coordinator: BrokerOrNone | None = None
     group_type: str = "classic"
-    state_since_ms: int | None = None
+    state_since_ms: Int64 | None = None
     lag: Mapping[str, TopicLag] = field(default_factory=dict)
-    origin: str = "admin"            # "admin" (poll) or "offsets" (__consumer_offsets record)
+    origin: Literal["admin", "offsets"] = "admin"   # a poll, or a __consumer_offsets record
 
 
 @dataclass(frozen=True)
 class SnapshotMarker:
     snapshot_id: str
     reason: str                      # start | reconnect | expired | buffer_overflow
-    entities: int = 0                # on snapshot_end: entities in the snapshot
+    entities: Int64 = 0              # on snapshot_end: entities in the snapshot
     # on snapshot_end: observed_ms of its snapshot_begin, so a consumer of the compacted
     # topic that never saw the begin marker still knows what the snapshot covered
-    begun_ms: int | None = None
+    begun_ms: Int64 | None = None
 
 
 STATE_TYPES: dict[str, type] = {
@@ -203,13 +226,13 @@ def entity_key(kind: str, *parts: object) -> str:
 @dataclass(frozen=True)
 class Event:
     cluster: str
-    source: str
+    source: Source
     kind: str
     entity: str
-    op: str
-    observed_ms: int
+    op: Op
+    observed_ms: Int64
     data: Any                        # one of STATE_TYPES[kind]; None for deletes
-    zxid: int | None = None          # zk ordering key: newest zxid the state reflects
+    zxid: Int64 | None = None        # zk ordering key: newest zxid the state reflects
     znode: ZnodeMeta | None = None
     snapshot_id: str | None = None   # set on events emitted as part of a resync snapshot
     v: int = SCHEMA_VERSION
@@ -240,112 +263,157 @@ _SCALARS = (str, int, float, bool, type(None))
 
 
 def decode(value: bytes | str) -> Event:
-    """Parse and validate one event value; raises MalformedEvent naming the problem."""
-    try:
-        doc = json.loads(value)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise MalformedEvent(f"not JSON: {e}") from None
-    if not isinstance(doc, dict):
+    """Parse and validate one event value; raises MalformedEvent naming the problem, and
+    nothing else, whatever the value: one bad message must not stop the stream."""
+    doc = parse_json(value)
+    if type(doc) is not dict:
         raise MalformedEvent(f"expected a JSON object, got {type(doc).__name__}")
     v = doc.get("v")
-    if v not in SUPPORTED_VERSIONS:
-        raise MalformedEvent(f"unsupported schema version v={v!r}")
+    if type(v) is not int or v not in SUPPORTED_VERSIONS:
+        raise MalformedEvent(f"unsupported schema version v={_short(v)}")
+    kind = doc.get("kind")
+    if type(kind) is not str or kind not in STATE_TYPES:
+        raise MalformedEvent(f"unknown kind {_short(kind)}")
+    data = None if doc.get("op") == "delete" else from_plain(STATE_TYPES[kind], doc.get("data"))
+    # envelope fields this version does not know are ignored: a newer collector may add some
+    return from_plain(Event, {**{k: doc[k] for k in _ENVELOPE if k in doc}, "data": data})
+
+
+def parse_json(value: bytes | str) -> Any:
+    """``json.loads`` that raises MalformedEvent only."""
     try:
-        kind = _req(doc, "kind", str)
-        if kind not in STATE_TYPES:
-            raise MalformedEvent(f"unknown kind {kind!r}")
-        op = _req(doc, "op", str)
-        if op not in ("upsert", "delete", "marker"):
-            raise MalformedEvent(f"unknown op {op!r}")
-        raw = doc.get("data")
-        if op == "delete":
-            data = None
-        else:
-            if not isinstance(raw, dict):
-                raise MalformedEvent(f"{kind} event without a data object")
-            data = _build(STATE_TYPES[kind], raw)
-        zn = doc.get("znode")
-        return Event(
-            cluster=_req(doc, "cluster", str),
-            source=_req(doc, "source", str),
-            kind=kind,
-            entity=_req(doc, "entity", str),
-            op=op,
-            observed_ms=_req(doc, "observed_ms", int),
-            data=data,
-            zxid=_opt(doc, "zxid", int),
-            znode=_build(ZnodeMeta, zn) if isinstance(zn, dict) else None,
-            snapshot_id=_opt(doc, "snapshot_id", str),
-            v=v,
-        )
-    except (TypeError, KeyError, ValueError) as e:
-        if isinstance(e, MalformedEvent):
-            raise
-        raise MalformedEvent(str(e)) from None
+        return json.loads(value)
+    except (ValueError, RecursionError) as e:   # also bad UTF-8, nesting too deep, an int of 5000 digits
+        raise MalformedEvent(f"not JSON: {_short(e)}") from None
 
 
-def _req(doc: Mapping[str, Any], name: str, typ: type) -> Any:
-    if name not in doc:
-        raise MalformedEvent(f"missing field {name!r}")
-    val = doc[name]
-    if not isinstance(val, typ) or isinstance(val, bool):
-        raise MalformedEvent(f"field {name!r} should be {typ.__name__}, got {val!r}")
-    return val
-
-
-def _opt(doc: Mapping[str, Any], name: str, typ: type) -> Any:
-    return None if doc.get(name) is None else _req(doc, name, typ)
-
-
-# Nested fields that are themselves dataclasses or need int keys after a JSON round trip.
-_NESTED: dict[tuple[type, str], Any] = {
-    (BrokerState, "endpoints"): lambda v: tuple(_build(Endpoint, e) for e in v),
-    (TopicState, "replicas"): lambda v: {int(k): tuple(r) for k, r in v.items()},
-    (TopicState, "adding"): lambda v: {int(k): tuple(r) for k, r in v.items()},
-    (TopicState, "removing"): lambda v: {int(k): tuple(r) for k, r in v.items()},
-    (PartitionState, "isr"): tuple,
-    (ReassignmentState, "partitions"): lambda v: {k: tuple(r) for k, r in v.items()},
-    (PreferredElectionState, "partitions"): tuple,
-    (IsrChangeState, "partitions"): tuple,
-    (GroupMember, "assignment"): tuple,
-    (GroupState, "members"): lambda v: tuple(_build(GroupMember, m) for m in v),
-    (GroupState, "lag"): lambda v: {t: _build(TopicLag, x) for t, x in v.items()},
-    (TopicLag, "partitions"): lambda v: {int(k): int(x) for k, x in v.items()},
-}
-
-
-def _build(cls: type, raw: Mapping[str, Any]) -> Any:
-    if not isinstance(raw, Mapping):
-        raise MalformedEvent(f"{cls.__name__}: expected an object, got {raw!r}")
-    names = cls.__dataclass_fields__
-    unknown = set(raw) - set(names)
-    if unknown:
-        raise MalformedEvent(f"{cls.__name__}: unknown fields {sorted(unknown)}")
+def from_plain(cls: type, raw: Any) -> Any:
+    """Inverse of :func:`plain`: the dataclass ``cls`` from parsed JSON, every field checked
+    against its type hint (ints are ints, not bools or strings, and within their Range;
+    lists, maps and nested dataclasses down to their items). Raises MalformedEvent."""
+    if type(raw) is not dict:
+        raise MalformedEvent(f"{cls.__name__} should be a JSON object, got {_short(raw)}")
+    converters = _converters(cls)
+    if not raw.keys() <= converters.keys():
+        raise MalformedEvent(f"{cls.__name__}: unknown fields {sorted(raw.keys() - converters.keys())}")
     args = {}
-    scalar_types = _scalar_types(cls)
-    for name, value in raw.items():
-        allowed = scalar_types.get(name)
-        if allowed and not (isinstance(value, allowed) and not isinstance(value, bool)):
-            raise MalformedEvent(f"{cls.__name__}.{name} should be "
-                                 f"{' or '.join(t.__name__ for t in allowed)}, got {value!r}")
-        conv = _NESTED.get((cls, name))
-        args[name] = conv(value) if conv is not None and value is not None else value
+    name = ""
+    try:
+        for name, value in raw.items():
+            args[name] = converters[name](value)
+    except MalformedEvent as e:
+        raise MalformedEvent(f"{cls.__name__}.{name}: {e}") from None
     try:
         return cls(**args)
     except TypeError as e:  # missing required fields
         raise MalformedEvent(f"{cls.__name__}: {e}") from None
 
 
+Convert = Callable[[Any], Any]   # a JSON value -> the field's value, or MalformedEvent
+
+_ENVELOPE = frozenset(f.name for f in fields(Event))
+_DECIMAL = re.compile(r"-?(0|[1-9][0-9]{0,18})")   # an int map key as JSON writes it
+
+
 @functools.cache
-def _scalar_types(cls: type) -> dict[str, tuple[type, ...]]:
-    """Field -> accepted JSON scalar types, for fields typed int/str/float (optionally | None)."""
-    out = {}
-    for name, hint in typing.get_type_hints(cls).items():
-        union = typing.get_origin(hint) in (typing.Union, types.UnionType)
-        args = typing.get_args(hint) if union else (hint,)
-        if all(a in (int, str, float, type(None)) for a in args):
-            out[name] = tuple(int if a is int else a for a in args) + ((int,) if float in args else ())
-    return out
+def _converters(cls: type) -> dict[str, Convert]:
+    return {name: _converter(hint)
+            for name, hint in typing.get_type_hints(cls, include_extras=True).items()}
+
+
+@functools.cache
+def _converter(hint: Any) -> Convert:
+    """The converter of one type hint, built once: decode runs per event on the hot path."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return functools.partial(_bounded, _converter(args[0]), args[1])
+    if origin in (typing.Union, types.UnionType):   # the schema's unions are all "X | None"
+        (inner,) = (a for a in args if a is not type(None))
+        return functools.partial(_optional, _converter(inner))
+    if origin is Literal:
+        return functools.partial(_one_of, args)
+    if origin is tuple:                              # tuple[X, ...]
+        return functools.partial(_tuple, _converter(args[0]))
+    if origin is collections.abc.Mapping:
+        base = typing.get_args(args[0])[0] if typing.get_origin(args[0]) is Annotated else args[0]
+        key = _converter(args[0])
+        # JSON writes int keys as text
+        return functools.partial(_mapping, functools.partial(_int_key, key) if base is int else key,
+                                 _converter(args[1]))
+    if dataclasses.is_dataclass(hint):
+        return functools.partial(from_plain, hint)
+    return _SCALAR_CONVERTERS[hint]
+
+
+def _int(value: Any) -> int:
+    if type(value) is not int:   # not a bool, a float, a string of digits
+        raise MalformedEvent(f"should be an integer, got {_short(value)}")
+    if not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise MalformedEvent(f"out of the int64 range: {_short(value)}")
+    return value
+
+
+def _float(value: Any) -> float:
+    if type(value) is int:
+        return _int(value)
+    if type(value) is not float or not math.isfinite(value):   # json.loads takes NaN and Infinity
+        raise MalformedEvent(f"should be a finite number, got {_short(value)}")
+    return value
+
+
+def _str(value: Any) -> str:
+    if type(value) is not str:
+        raise MalformedEvent(f"should be a string, got {_short(value)}")
+    if value.isascii():   # O(1): CPython keeps the flag
+        return value
+    try:
+        value.encode()
+    except UnicodeEncodeError:   # a lone surrogate: JSON's \ud800 escape, which the exposition cannot write
+        raise MalformedEvent(f"is not valid Unicode: {_short(value)}") from None
+    return value
+
+
+_SCALAR_CONVERTERS: dict[Any, Convert] = {int: _int, float: _float, str: _str, Any: lambda value: value}
+
+
+def _bounded(convert: Convert, bounds: Range, value: Any) -> Any:
+    value = convert(value)
+    if not bounds.lo <= value <= bounds.hi:
+        raise MalformedEvent(f"out of range [{bounds.lo}, {bounds.hi}]: {value}")
+    return value
+
+
+def _optional(convert: Convert, value: Any) -> Any:
+    return None if value is None else convert(value)
+
+
+def _one_of(choices: tuple[Any, ...], value: Any) -> Any:
+    if type(value) not in {type(c) for c in choices} or value not in choices:
+        raise MalformedEvent(f"should be one of {list(choices)}, got {_short(value)}")
+    return value
+
+
+def _tuple(item: Convert, value: Any) -> tuple[Any, ...]:
+    if type(value) is not list:
+        raise MalformedEvent(f"should be a list, got {_short(value)}")
+    return tuple(map(item, value))
+
+
+def _mapping(key: Convert, item: Convert, value: Any) -> dict[Any, Any]:
+    if type(value) is not dict:
+        raise MalformedEvent(f"should be a JSON object, got {_short(value)}")
+    return {key(k): item(v) for k, v in value.items()}
+
+
+def _int_key(convert: Convert, text: str) -> int:
+    if not _DECIMAL.fullmatch(text):
+        raise MalformedEvent(f"key should be a decimal integer, got {_short(text)}")
+    return convert(int(text))
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if not isinstance(value, BaseException) else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."   # a hostile value must not flood the log
 
 
 def json_schema() -> dict[str, Any]:

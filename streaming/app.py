@@ -56,7 +56,7 @@ class StreamApp:
 
     def start(self) -> None:
         cfg = self.cfg
-        self.driver = ViewDriver(RecordLog(cfg.checkpoint / "kmon-views"), self.holder, cfg.views)
+        self.driver = ViewDriver(RecordLog(cfg.checkpoint / "kmon-views"), self.holder, cfg.views, cfg.events_topic)
         registry = CollectorRegistry(auto_describe=True)
         registry.register(ViewsCollector(self.holder))
         self._server, _ = start_http_server(cfg.metrics_port, cfg.metrics_host, registry=registry)

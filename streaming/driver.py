@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Mapping
 
 from streaming.exporter import BatchStats, SelfStats, Snapshot, SnapshotHolder
 from streaming.record_log import RecordLog
-from streaming.records import EntityRecord, record_from_json
+from streaming.records import UNKNOWN_SOURCE, EntityRecord, record_from_json
 from streaming.views import Detail, build_views
 
 log = logging.getLogger("kmon.stream")
@@ -27,17 +27,20 @@ class ViewOptions:
 
 class ViewDriver:
     def __init__(self, record_log: RecordLog, holder: SnapshotHolder, options: ViewOptions,
-                 clock: Callable[[], float] = time.time):
+                 events_topic: str, clock: Callable[[], float] = time.time):
         self._log = record_log
         self._holder = holder
         self._options = options
+        self._topic = events_topic   # names where a malformed event is, in the log
         self._clock = clock
-        self.records: dict[str, EntityRecord] = record_log.load()
+        loaded = record_log.load()
+        self.records: dict[str, EntityRecord] = loaded.records
         self._stats = SelfStats()
         if self.records:
             log.info("restored %d entity records from %s", len(self.records), record_log.dir)
-        self._publish(BatchStats(duration_s=0.0, finished_ms=self._now_ms(),
-                                 state_rows=self._state_rows()), count=False)
+        self._publish(BatchStats(duration_s=0.0, finished_ms=self._now_ms(), state_rows=self._state_rows(),
+                                 malformed={(cluster, UNKNOWN_SOURCE): n for cluster, n in loaded.dropped.items()}),
+                      count=False)
 
     def on_batch(self, batch_id: int, rows: Iterable[Mapping[str, object]], started: float) -> None:
         changed: dict[str, EntityRecord | None] = {}
@@ -56,10 +59,16 @@ class ViewDriver:
                 if row["newest_observed_ms"] is not None:
                     ms = int(row["newest_observed_ms"])  # type: ignore[arg-type]
                     newest[(cluster, source)] = max(ms, newest.get((cluster, source), ms))
+            for source, n in row["malformed"].items():  # type: ignore[union-attr]
+                malformed[(cluster, source)] += n
             if row["malformed"]:
-                malformed[(cluster, str(row["malformed_source"]))] += int(row["malformed"])  # type: ignore[arg-type]
-                log.warning("skipped %d malformed event(s) under key %r (first at offset %s): %s",
-                            row["malformed"], key, row["malformed_offset"], row["malformed_reason"])
+                log.warning("skipped %d malformed event(s) under key %r, the first at %s partition %s offset %s: %s",
+                            sum(row["malformed"].values()), key, self._topic,  # type: ignore[union-attr]
+                            row["malformed_partition"], row["malformed_offset"], row["malformed_reason"])
+            if row["dropped_state"] is not None:
+                malformed[(cluster, UNKNOWN_SOURCE)] += 1
+                log.warning("dropped the stored record of key %r, rebuilt from its events: %s",
+                            key, row["dropped_state"])
         for key, record in changed.items():
             if record is None:
                 self.records.pop(key, None)
@@ -77,7 +86,7 @@ class ViewDriver:
         if count:
             self._stats = self._stats.add(batch)
         else:
-            self._stats = SelfStats(state_rows=dict(batch.state_rows))
+            self._stats = SelfStats(state_rows=dict(batch.state_rows), malformed=dict(batch.malformed))
         # a copy: the next batch changes self.records while a scrape may still build from this one
         records = tuple(self.records.values())
         self._holder.set(Snapshot(functools.partial(build_views, records, batch.finished_ms,

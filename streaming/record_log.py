@@ -12,14 +12,28 @@ content: records are absolute (cumulative counters), so nothing counts twice.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from streaming.records import EntityRecord, record_from_json, record_to_json
+from kmon.events import MalformedEvent, parse_json
+from streaming.records import EntityRecord, cluster_of, record_from_json, record_to_json
+
+log = logging.getLogger("kmon.stream")
 
 _FILE = re.compile(r"^(full|delta)-(\d+)\.jsonl$")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    records: dict[str, EntityRecord]
+    # cluster -> stored records that no longer decode (corrupt, or let in by a laxer kmon):
+    # each is logged and left out, so one cannot stop the app from starting
+    dropped: Mapping[str, int] = field(default_factory=dict)
 
 
 class RecordLog:
@@ -30,27 +44,34 @@ class RecordLog:
         self._deltas = 0       # delta files since the latest full file
         self._delta_rows = 0   # and the rows in them
 
-    def load(self) -> dict[str, EntityRecord]:
-        """Latest full file plus the deltas after it."""
+    def load(self) -> Loaded:
+        """Latest full file plus the deltas after it. A line that does not decode leaves the
+        key's earlier record in place, if any: its last good state."""
         files = sorted(self._files(), key=lambda f: (f[1], f[0] == "delta"))
         fulls = [f for f in files if f[0] == "full"]
         start = fulls[-1][1] if fulls else -1
         records: dict[str, EntityRecord] = {}
+        dropped: Counter[str] = Counter()
         self._deltas = self._delta_rows = 0
         for kind, batch, path in files:
             if batch < start or (batch == start and kind == "delta"):
                 continue
-            lines = path.read_text().splitlines()
+            lines = path.read_text(errors="replace").splitlines()
             if kind == "delta":
                 self._deltas += 1
                 self._delta_rows += len(lines)
-            for line in lines:
-                doc = json.loads(line)
-                if doc["record"] is None:
-                    records.pop(doc["key"], None)
-                else:
-                    records[doc["key"]] = record_from_json(doc["record"])
-        return records
+            for number, line in enumerate(lines, start=1):
+                key = "unknown"
+                try:
+                    key, text = _line(line)
+                    if text is None:
+                        records.pop(key, None)
+                    else:
+                        records[key] = record_from_json(text)
+                except MalformedEvent as e:
+                    dropped[cluster_of(key)] += 1
+                    log.error("%s:%d: dropped the stored record of key %r: %s", path, number, key, e)
+        return Loaded(records, dict(dropped))
 
     def append(self, batch_id: int, changed: Mapping[str, EntityRecord | None],
                current: Mapping[str, EntityRecord]) -> None:
@@ -85,3 +106,11 @@ class RecordLog:
             if m:
                 out.append((m.group(1), int(m.group(2)), path))
         return out
+
+
+def _line(line: str) -> tuple[str, str | None]:
+    """(key, record_to_json text or None for a removal) of one line."""
+    doc = parse_json(line)
+    if type(doc) is not dict or type(doc.get("key")) is not str or type(doc.get("record")) not in (str, type(None)):
+        raise MalformedEvent(f"not a record log line: {line[:80]!r}")
+    return doc["key"], doc["record"]

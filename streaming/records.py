@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from kmon.events import (MARKER_KINDS, STATE_TYPES, Event, GroupState, SnapshotMarker, decode,
-                         encode)
+from kmon.events import (MARKER_KINDS, STATE_TYPES, Event, GroupState, Int64, MalformedEvent,
+                         SnapshotMarker, decode, encode, from_plain, parse_json, plain)
 from streaming.transitions import controller_transitions, group_transitions, partition_transitions
 
 # Counter keys. Per-broker counters are "<name>:<broker id>".
@@ -25,6 +26,16 @@ UNCLEAN_LEADER_ELECTIONS = "unclean_leader_elections"
 CONTROLLER_CHANGES = "controller_changes"
 REBALANCES = "rebalances"
 RESYNCS = "resyncs"
+
+
+# the source label of what no collector can be named for: an unreadable event or stored record
+UNKNOWN_SOURCE = "unknown"
+
+
+def cluster_of(key: str) -> str:
+    """The cluster part of a message key; 'unknown' when the key is not kmon's."""
+    cluster, sep, _ = key.partition("/")
+    return cluster if sep and cluster else "unknown"
 
 
 def broker_counter(name: str, broker: int) -> str:
@@ -206,24 +217,39 @@ def _apply_marker(record: EntityRecord | None, event: Event) -> tuple[EntityReco
 
 # ---------------------------------------------------------------- state-store form
 
+@dataclass(frozen=True)
+class _Stored:
+    """A record as the state store and the record log hold it: its state travels as a kmon
+    event, so a stored record is validated as strictly as an event on the topic."""
+    event: str
+    counters: Mapping[str, Int64]
+    state_since_ms: Int64 | None
+
+
+# "<name>" or "<name>:<broker id>": the views parse the broker back (see broker_counter)
+_COUNTER_KEY = re.compile(r"[a-z_]+(:(0|[1-9][0-9]{0,9}))?")
+
+
 def record_to_json(record: EntityRecord) -> str:
-    """The record as a JSON string: its state travels as a kmon event (encode/decode of
-    kmon.events), the rest beside it."""
+    """The record as a JSON string (see _Stored)."""
     op = "delete" if record.deleted else "marker" if record.kind in MARKER_KINDS else "upsert"
     event = Event(cluster=record.cluster, source=record.source, kind=record.kind,
                   entity=record.entity, op=op, observed_ms=record.last_observed_ms,
                   data=record.state, zxid=record.zxid, snapshot_id=record.snapshot_id)
-    return json.dumps({"event": encode(event).decode(), "counters": dict(record.counters),
-                       "state_since_ms": record.state_since_ms},
-                      separators=(",", ":"), sort_keys=True)
+    stored = _Stored(encode(event).decode(), dict(record.counters), record.state_since_ms)
+    return json.dumps(plain(stored), separators=(",", ":"), sort_keys=True)
 
 
 def record_from_json(text: str) -> EntityRecord:
-    """Inverse of record_to_json; raises kmon.events.MalformedEvent on a corrupt state."""
-    doc = json.loads(text)
-    event = decode(doc["event"])
+    """Inverse of record_to_json; raises kmon.events.MalformedEvent, and nothing else, on a
+    corrupt record or one that a laxer version of kmon let in."""
+    stored: _Stored = from_plain(_Stored, parse_json(text))
+    bad = [key for key in stored.counters if not _COUNTER_KEY.fullmatch(key)]
+    if bad:
+        raise MalformedEvent(f"counter keys the views cannot read: {bad[:3]}")
+    event = decode(stored.event)
     return EntityRecord(cluster=event.cluster, entity=event.entity, kind=event.kind,
                         source=event.source, state=event.data, zxid=event.zxid,
-                        counters={k: int(v) for k, v in doc["counters"].items()},
-                        last_observed_ms=event.observed_ms, state_since_ms=doc["state_since_ms"],
-                        deleted=event.op == "delete", snapshot_id=event.snapshot_id)
+                        counters=stored.counters, last_observed_ms=event.observed_ms,
+                        state_since_ms=stored.state_since_ms, deleted=event.op == "delete",
+                        snapshot_id=event.snapshot_id)

@@ -34,7 +34,7 @@ def test_load_is_the_full_file_plus_later_deltas_and_removals(tmp_path: Path) ->
     log.append(3, {"c1/a": None}, {"c1/b": b, "c1/c": b})
     assert files(tmp_path) == ["delta-3.jsonl", "full-2.jsonl"]
     restarted = RecordLog(tmp_path, max_deltas=2)
-    assert restarted.load() == {"c1/b": b, "c1/c": b}
+    assert restarted.load().records == {"c1/b": b, "c1/c": b}
     restarted.append(4, {"c1/c": a}, {"c1/b": b, "c1/c": a})         # counts the loaded delta: compacts
     assert files(tmp_path) == ["full-4.jsonl"]
-    assert RecordLog(tmp_path).load() == {"c1/b": b, "c1/c": a}
+    assert RecordLog(tmp_path).load().records == {"c1/b": b, "c1/c": a}
