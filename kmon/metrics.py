@@ -96,6 +96,8 @@ CATALOG: tuple[MetricSpec, ...] = (
     _m("stream_batch_duration_seconds", "gauge", (), "self", "Duration of the latest micro-batch."),
     _m("stream_input_rows_total", "counter", (), "self", "Rows read from the events topic."),
     _m("stream_state_rows", "gauge", (), "self", "Entities held in the view state."),
+    _m("view_errors_total", "counter", ("family",), "self",
+       "Scrapes where building this view family failed: its metrics were left out, the others served (logged)."),
     # the collectors' own /metrics
     _m("collector_events_total", "counter", ("source", "kind"), "collector", "Events emitted."),
     _m("collector_malformed_total", "counter", ("source", "kind"), "collector",

@@ -7,11 +7,14 @@ kmon.metrics.CATALOG only.
 """
 from __future__ import annotations
 
+import functools
+import logging
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterator, Mapping, TypeVar
+from typing import Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -19,8 +22,12 @@ from prometheus_client.registry import Collector
 from kmon.metrics import BY_NAME, CATALOG, GROUP_STATES, MetricSpec
 from streaming.views import ClusterView, ClusterViews
 
+log = logging.getLogger("kmon.stream")
+
 # What this exporter serves: the views and the monitor itself (the collectors serve theirs).
 EXPORTED: tuple[MetricSpec, ...] = tuple(m for m in CATALOG if m.view != "collector")
+FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(m.view for m in EXPORTED))   # controller .. self
+LOG_FAILURE_EVERY_S = 60.0   # a family failing at every scrape logs once a minute, not at every scrape
 
 Sample = tuple[str, Mapping[str, object], float]   # metric name, labels besides cluster, value
 K = TypeVar("K")
@@ -108,17 +115,57 @@ class SnapshotHolder:
 
 
 class ViewsCollector(Collector):
-    def __init__(self, holder: SnapshotHolder) -> None:
+    """Each view family is built and rendered on its own: one that raises is left out of the
+    scrape, counted in kmon_view_errors_total and logged, and the others are served."""
+
+    def __init__(self, holder: SnapshotHolder, clock: Callable[[], float] = time.monotonic) -> None:
         self._holder = holder
+        self._clock = clock
+        self._lock = threading.Lock()   # scrapes run concurrently
+        self._errors: Counter[tuple[str, str]] = Counter()   # (cluster, family) -> failed scrapes
+        self._logged: dict[str, float] = {}                  # family -> when its failure was last logged
 
     def collect(self) -> Iterator[Metric]:
         snapshot = self._holder.get()
+        views = snapshot.views.clusters
+        clusters = sorted(set(views) | set(snapshot.stats.state_rows))
+        samples: list[ClusterSample] = []
+        for cluster, view in views.items():
+            for family, render in _VIEW_SAMPLES.items():
+                samples += self._isolated(family, [cluster], view.failed.get(family),
+                                          functools.partial(_of_cluster, cluster, render, view))
+        samples += self._isolated("self", clusters, None, functools.partial(_self_samples, snapshot.stats, views))
+        with self._lock:
+            samples += [(cluster, "kmon_view_errors_total", {"family": family}, self._errors[(cluster, family)])
+                        for cluster in clusters for family in FAMILIES]
         families = {spec.name: _family(spec) for spec in EXPORTED}
-        for cluster, name, labels, value in _samples(snapshot):
-            spec = BY_NAME[name]
+        for cluster, name, labels, value in samples:
             values = {"cluster": cluster, **labels}
-            families[name].add_metric([str(values[label]) for label in spec.all_labels], value)
+            families[name].add_metric([values[label] for label in BY_NAME[name].all_labels], value)
         yield from families.values()
+
+    def _isolated(self, family: str, clusters: Sequence[str], failure: Exception | None,
+                  render: Callable[[], Iterable[ClusterSample]]) -> list[ClusterSample]:
+        """The family's samples, ready to add (labels text, values float, so nothing of it can
+        fail later in the exposition), or none when building or rendering it failed."""
+        if failure is None:
+            try:
+                return [(cluster, name, {k: str(v) for k, v in labels.items()}, float(value))
+                        for cluster, name, labels, value in render()]
+            except Exception as e:   # one family's bug must not fail the scrape
+                failure = e
+        now = self._clock()
+        with self._lock:
+            self._errors.update((cluster, family) for cluster in clusters)
+            last = self._logged.get(family)
+            quiet = last is not None and now - last < LOG_FAILURE_EVERY_S
+            if not quiet:
+                self._logged[family] = now
+        if not quiet:
+            log.error("building the %s metrics of cluster(s) %s failed; they are left out of the scrape "
+                      "(logged at most every %.0f s)", family, ", ".join(clusters), LOG_FAILURE_EVERY_S,
+                      exc_info=failure)
+        return []
 
 
 def _family(spec: MetricSpec) -> GaugeMetricFamily | CounterMetricFamily:
@@ -128,14 +175,7 @@ def _family(spec: MetricSpec) -> GaugeMetricFamily | CounterMetricFamily:
     return GaugeMetricFamily(spec.name, spec.help, labels=spec.all_labels)
 
 
-def _samples(snapshot: Snapshot) -> Iterator[ClusterSample]:
-    for cluster, view in snapshot.views.clusters.items():
-        for name, labels, value in _view_samples(view):
-            yield cluster, name, labels, value
-    yield from _self_samples(snapshot.stats, snapshot.views.clusters)
-
-
-def _view_samples(v: ClusterView) -> Iterator[Sample]:
+def _controller_samples(v: ClusterView) -> Iterator[Sample]:
     if v.controller is not None:
         yield "kmon_controller_id", {}, v.controller.broker_id
         if v.controller.epoch is not None:
@@ -143,6 +183,8 @@ def _view_samples(v: ClusterView) -> Iterator[Sample]:
         yield "kmon_active_controller_count", {}, v.controller.active
         yield "kmon_controller_changes_total", {}, v.controller.changes
 
+
+def _broker_samples(v: ClusterView) -> Iterator[Sample]:
     yield "kmon_brokers", {}, len(v.brokers)
     for b, up in v.broker_up.items():
         yield "kmon_broker_up", {"broker": b}, up
@@ -153,6 +195,8 @@ def _view_samples(v: ClusterView) -> Iterator[Sample]:
         port = s.port if s.port not in (None, -1) else (first.port if first else "")
         yield "kmon_broker_info", {"broker": b, "host": host, "port": port, "rack": s.rack or ""}, 1
 
+
+def _isr_samples(v: ClusterView) -> Iterator[Sample]:
     for t, isr in v.topics.items():
         topic = {"topic": t}
         yield "kmon_partitions", topic, isr.partitions
@@ -171,6 +215,8 @@ def _view_samples(v: ClusterView) -> Iterator[Sample]:
         yield "kmon_partition_replicas", partition, d.replicas
         yield "kmon_partition_leader", partition, d.leader
 
+
+def _balance_samples(v: ClusterView) -> Iterator[Sample]:
     for b, bal in v.balance.items():
         broker = {"broker": b}
         yield "kmon_broker_leader_partitions", broker, bal.leaders
@@ -180,6 +226,8 @@ def _view_samples(v: ClusterView) -> Iterator[Sample]:
     yield "kmon_preferred_replica_imbalance", {}, v.preferred_replica_imbalance
     yield "kmon_reassigning_partitions", {}, v.reassigning_partitions
 
+
+def _group_samples(v: ClusterView) -> Iterator[Sample]:
     for g, gv in v.groups.items():
         group = {"group": g}
         # a state this kmon does not know still shows, as the one set to 1
@@ -194,6 +242,22 @@ def _view_samples(v: ClusterView) -> Iterator[Sample]:
             yield "kmon_consumer_group_lag", {"group": g, "topic": t}, lag.lag
             if lag.lag_seconds is not None:
                 yield "kmon_consumer_group_lag_seconds", {"group": g, "topic": t}, lag.lag_seconds
+
+
+def _of_cluster(cluster: str, render: Callable[[ClusterView], Iterator[Sample]],
+                view: ClusterView) -> Iterator[ClusterSample]:
+    for name, labels, value in render(view):
+        yield cluster, name, labels, value
+
+
+# The samples of each view family (MetricSpec.view) but self, from one cluster's view.
+_VIEW_SAMPLES: dict[str, Callable[[ClusterView], Iterator[Sample]]] = {
+    "controller": _controller_samples,
+    "brokers": _broker_samples,
+    "isr": _isr_samples,
+    "balance": _balance_samples,
+    "groups": _group_samples,
+}
 
 
 def _self_samples(s: SelfStats, views: Mapping[str, ClusterView]) -> Iterator[ClusterSample]:

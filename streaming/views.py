@@ -4,8 +4,9 @@ the merged entity records (see streaming.records). Pure: records in, ClusterView
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
-from typing import Iterable, Literal, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable, Iterable, Literal, Mapping
 
 from kmon.events import (MARKER_KINDS, BrokerState, ControllerState, GroupState, PartitionState,
                          TopicLag, TopicState)
@@ -68,17 +69,20 @@ class GroupView:
 
 @dataclass(frozen=True)
 class ClusterView:
-    controller: ControllerView | None                 # None until the collector reported one
-    brokers: Mapping[int, BrokerState]                # registered brokers
-    broker_up: Mapping[int, int]                      # registered 1, holding replicas but not registered 0
-    topics: Mapping[str, TopicIsr]
-    isr_shrinks: Mapping[tuple[str, int], int]        # (topic, broker)
-    isr_expands: Mapping[tuple[str, int], int]
-    partition_detail: tuple[PartitionDetail, ...]
-    balance: Mapping[int, BrokerBalance]
-    preferred_replica_imbalance: int
-    reassigning_partitions: int
-    groups: Mapping[str, GroupView]
+    controller: ControllerView | None = None          # None until the collector reported one
+    brokers: Mapping[int, BrokerState] = field(default_factory=dict)   # registered brokers
+    broker_up: Mapping[int, int] = field(default_factory=dict)  # registered 1, holding replicas but not registered 0
+    topics: Mapping[str, TopicIsr] = field(default_factory=dict)
+    isr_shrinks: Mapping[tuple[str, int], int] = field(default_factory=dict)   # (topic, broker)
+    isr_expands: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    partition_detail: tuple[PartitionDetail, ...] = ()
+    balance: Mapping[int, BrokerBalance] = field(default_factory=dict)
+    preferred_replica_imbalance: int = 0
+    reassigning_partitions: int = 0
+    groups: Mapping[str, GroupView] = field(default_factory=dict)
+    # view family (MetricSpec.view) -> why building it raised: its fields above are left
+    # empty, and the exporter serves none of its metrics rather than wrong ones
+    failed: Mapping[str, Exception] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ def build_views(records: Iterable[EntityRecord], now_ms: int, detail: Detail = "
     by_cluster: dict[str, list[EntityRecord]] = defaultdict(list)
     for r in records:
         by_cluster[r.cluster].append(r)
-    return ClusterViews(now_ms, {c: _cluster_view(_live(rs), now_ms, detail, default_min_isr)
+    return ClusterViews(now_ms, {c: _cluster_view(_Cluster(rs, now_ms, detail, default_min_isr))
                                  for c, rs in sorted(by_cluster.items())})
 
 
@@ -198,25 +202,65 @@ def _min_isr(config: Mapping[str, str], default: int) -> int:
         return default
 
 
-def _cluster_view(live: _Live, now_ms: int, detail: Detail,
-                  default_min_isr: int) -> ClusterView:
-    registered: dict[int, BrokerState] = {r.state.broker_id: r.state for r in live["broker"]}
-    partitions = _partitions(live, default_min_isr)
-    holding = {b for p in partitions for b in p.replicas}
-    shrinks, expands = _isr_changes(partitions)
-    return ClusterView(
-        controller=_controller(live["controller"]),
-        brokers=registered,
-        broker_up={b: int(b in registered) for b in sorted(holding | set(registered))},
-        topics=_topics(partitions, registered),
-        isr_shrinks=shrinks,
-        isr_expands=expands,
-        partition_detail=tuple(_detail(p) for p in partitions if _wants_detail(p, registered, detail)),
-        balance=_balance(partitions, registered),
-        preferred_replica_imbalance=sum(p.imbalanced for p in partitions),
-        reassigning_partitions=sum(p.reassigning for p in partitions),
-        groups={g.state.group: _group(g, now_ms) for g in live["group"]},
-    )
+@dataclass(frozen=True)
+class _Cluster:
+    """One cluster's records, and what several view families are built from, computed once
+    by the first family that asks (and again by each that asks, if that raised)."""
+    records: list[EntityRecord]
+    now_ms: int
+    detail: Detail
+    default_min_isr: int
+
+    @cached_property
+    def live(self) -> _Live:
+        return _live(self.records)
+
+    @cached_property
+    def registered(self) -> dict[int, BrokerState]:
+        return {r.state.broker_id: r.state for r in self.live["broker"]}
+
+    @cached_property
+    def partitions(self) -> list[_Partition]:
+        return _partitions(self.live, self.default_min_isr)
+
+
+def _cluster_view(c: _Cluster) -> ClusterView:
+    fields: dict[str, object] = {}
+    failed: dict[str, Exception] = {}
+    for family, build in _FAMILIES.items():
+        try:
+            fields.update(build(c))
+        except Exception as e:   # a bug meeting odd data costs its family, not every metric of every cluster
+            failed[family] = e
+    return ClusterView(**fields, failed=failed)  # type: ignore[arg-type]
+
+
+def _brokers(c: _Cluster) -> dict[str, object]:
+    holding = {b for p in c.partitions for b in p.replicas}
+    return {"brokers": c.registered,
+            "broker_up": {b: int(b in c.registered) for b in sorted(holding | set(c.registered))}}
+
+
+def _isr(c: _Cluster) -> dict[str, object]:
+    shrinks, expands = _isr_changes(c.partitions)
+    return {"topics": _topics(c.partitions, c.registered), "isr_shrinks": shrinks, "isr_expands": expands,
+            "partition_detail": tuple(_detail(p) for p in c.partitions if _wants_detail(p, c.registered, c.detail))}
+
+
+def _leader_balance(c: _Cluster) -> dict[str, object]:
+    return {"balance": _balance(c.partitions, c.registered),
+            "preferred_replica_imbalance": sum(p.imbalanced for p in c.partitions),
+            "reassigning_partitions": sum(p.reassigning for p in c.partitions)}
+
+
+# Each view family (MetricSpec.view) and the ClusterView fields it builds.
+_FAMILIES: dict[str, Callable[[_Cluster], dict[str, object]]] = {
+    "controller": lambda c: {"controller": _controller(c.live["controller"])},
+    "brokers": _brokers,
+    "isr": _isr,
+    "balance": _leader_balance,
+    "groups": lambda c: {"groups": {g.state.group: _group(g, c.now_ms) for g in c.live["group"]}},
+}
 
 
 def _controller(records: list[EntityRecord]) -> ControllerView | None:

@@ -1,15 +1,19 @@
+import logging
 from dataclasses import replace
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kmon.events import BrokerState, Endpoint, TopicLag
+import streaming.exporter
+import streaming.views
+from kmon.events import BrokerState, ControllerState, Endpoint, GroupState, TopicLag
 from kmon.metrics import BY_NAME, GROUP_STATES, known_series_names
-from streaming.exporter import (EXPORTED, BatchStats, SelfStats, Snapshot, SnapshotHolder,
+from streaming.exporter import (EXPORTED, FAMILIES, BatchStats, SelfStats, Snapshot, SnapshotHolder,
                                 ViewsCollector)
 from streaming.views import (BrokerBalance, ClusterView, ClusterViews, ControllerView, GroupView,
-                             PartitionDetail, TopicIsr)
+                             PartitionDetail, TopicIsr, build_views)
+from tests.unit.test_views import BROKERS, part, rec, topic
 
 VIEW = ClusterView(
     controller=ControllerView(broker_id=2, epoch=7, changes=3),
@@ -34,9 +38,9 @@ STATS = SelfStats().add(BatchStats(duration_s=0.25, finished_ms=5_000, input_row
                                    state_rows={"c1": 40}))
 
 
-def scrape(holder: SnapshotHolder) -> dict[tuple[str, frozenset], float]:
+def scrape(holder: SnapshotHolder | ViewsCollector) -> dict[tuple[str, frozenset], float]:
     registry = CollectorRegistry()
-    registry.register(ViewsCollector(holder))
+    registry.register(holder if isinstance(holder, ViewsCollector) else ViewsCollector(holder))
     text = generate_latest(registry).decode()
     return {(s.name, frozenset(s.labels.items())): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
@@ -127,3 +131,72 @@ def test_removed_topic_and_group_leave_no_series():
 @pytest.mark.parametrize("snapshot", [None, Snapshot.of(ClusterViews(0, {}), SelfStats())])
 def test_empty_snapshot_scrapes(snapshot):
     assert scrape(SnapshotHolder(snapshot)) == {}
+
+
+# ------------------------------------------------------------------ one family failing
+
+RECORDS = [*BROKERS, topic("t", {0: (1, 2, 3)}), part("t", 0, 2, (2, 3)),
+           rec("controller", "controller", ControllerState(1, 4)),
+           rec("group", "group:g", GroupState("g", "Stable", 3), source="groups")]
+
+
+def families_served(series: dict) -> set[str]:
+    return {(BY_NAME.get(name) or BY_NAME[name + "_total"]).view for name, _ in series}
+
+
+def errors(series: dict) -> dict[str, float]:
+    return {dict(labels)["family"]: v for (name, labels), v in series.items() if name == "kmon_view_errors_total"}
+
+
+def test_every_family_is_served_and_its_error_counter_starts_at_0():
+    assert set(streaming.views._FAMILIES) | {"self"} == set(FAMILIES) == {m.view for m in EXPORTED}
+    series = scrape(SnapshotHolder(Snapshot.of(build_views(RECORDS, 0), STATS)))
+    assert families_served(series) == set(FAMILIES)
+    assert errors(series) == dict.fromkeys(FAMILIES, 0)
+
+
+def test_a_family_that_raises_while_building_costs_that_family_only(monkeypatch, caplog):
+    def poisoned(*args):
+        raise TypeError("'<' not supported between instances of 'str' and 'int'")
+    monkeypatch.setattr(streaming.views, "_balance", poisoned)
+    clock = [0.0]
+    collector = ViewsCollector(SnapshotHolder(Snapshot.of(build_views(RECORDS, 0), STATS)), lambda: clock[0])
+    with caplog.at_level(logging.ERROR, "kmon.stream"):
+        first, second = scrape(collector), scrape(collector)
+        clock[0] = 61.0
+        third = scrape(collector)
+    assert families_served(first) == set(FAMILIES) - {"balance"}
+    assert value(first, "kmon_under_replicated_partitions", topic="t") == 1
+    assert value(first, "kmon_controller_id") == 1 and value(first, "kmon_brokers") == 3
+    assert value(first, "kmon_consumer_group_generation", group="g") == 3
+    assert [errors(s)["balance"] for s in (first, second, third)] == [1, 2, 3]
+    assert {f: n for f, n in errors(third).items() if f != "balance"} == dict.fromkeys(set(FAMILIES) - {"balance"}, 0)
+    logged = [r for r in caplog.records if "balance" in r.getMessage()]
+    assert len(logged) == 2, "logged at the first failure and once a minute after"
+    assert "'<' not supported" in str(logged[0].exc_info[1])
+
+
+def test_a_family_that_raises_while_rendering_costs_that_family_only(monkeypatch):
+    def poisoned(view):
+        yield "kmon_consumer_group_members", {"group": "g"}, 1
+        raise ValueError("poisoned")
+    monkeypatch.setitem(streaming.exporter._VIEW_SAMPLES, "groups", poisoned)
+    series = scrape(holder_with(VIEW))
+    assert families_served(series) == set(FAMILIES) - {"groups"}, "nothing of a failed family is served"
+    assert errors(series)["groups"] == 1
+
+
+def test_a_value_the_exposition_cannot_write_costs_its_family_only():
+    huge = replace(VIEW, controller=ControllerView(broker_id=10**400, epoch=1, changes=0))
+    series = scrape(holder_with(huge))
+    assert families_served(series) == set(FAMILIES) - {"controller"}
+    assert errors(series)["controller"] == 1
+
+
+def test_self_failing_keeps_the_views(monkeypatch):
+    def poisoned(*args):
+        raise KeyError("poisoned")
+    monkeypatch.setattr(streaming.exporter, "_self_samples", poisoned)
+    series = scrape(holder_with(VIEW))
+    assert value(series, "kmon_controller_id") == 2
+    assert errors(series)["self"] == 1 and "kmon_events_total" not in {name for name, _ in series}
