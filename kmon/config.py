@@ -69,6 +69,16 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or greater")
+    return value
+
+
 def port(text: str) -> int:
     value = positive_int(text) if text != "0" else 0
     if value > 65535:

@@ -1,0 +1,173 @@
+"""Whether kmon reaches the addresses it was given, said in kmon's own words.
+
+Every address a command is given plays one role (:data:`ROLES`). A :class:`Reachability`
+follows one of them: the client using the address reports ``reached()`` or ``failed(why)``
+from its own thread (or :func:`keep_probing` does it where the client says nothing), and
+the command's main thread calls ``check()`` now and then, which logs one line once the
+address has been out of reach for a few seconds, repeats it only every minute while that
+lasts, and says when to give up: when ``--startup-timeout`` passed and the address was
+never reached. ``reached()`` logs the recovery, so a long outage reads as two lines, not
+a line per retry.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import Callable, Sequence
+
+MONITORED_ZOOKEEPER = "monitored ZooKeeper"   # kmon collect zk --zookeeper
+MONITORED_BOOTSTRAP = "monitored bootstrap"   # kmon collect groups --bootstrap-servers
+EVENTS_BOOTSTRAP = "events bootstrap"         # --events-bootstrap-servers; kmon stream --bootstrap-servers
+ROLES = (MONITORED_ZOOKEEPER, MONITORED_BOOTSTRAP, EVENTS_BOOTSTRAP)
+
+GRACE_S = 3.0      # a healthy address answers well within this: only a longer wait is worth a line
+REPEAT_S = 60.0    # while an outage lasts, its line comes back this often
+PROBE_S = 2.0      # pause between two probes where kmon probes itself
+
+
+def unreachable_line(role: str, address: str, waited: float, error: str | None, then: str) -> str:
+    return f"cannot reach the {role} {address} for {waited:.0f} s ({error or 'no answer yet'}); {then}"
+
+
+def reached_line(role: str, address: str, waited: float) -> str:
+    return f"reached the {role} {address} after {waited:.0f} s"
+
+
+def gave_up_line(role: str, address: str, timeout: float, error: str | None) -> str:
+    return (f"cannot reach the {role} {address} within the startup timeout of {timeout:g} s "
+            f"({error or 'no answer'}); exiting")
+
+
+class Reachability:
+    """One role's address: out of reach from the start until first reached, and after ``failed``.
+
+    ``then`` says what kmon does meanwhile ("retrying every 2 s"); the owner may change it
+    when that changes. Thread-safe; logs outside its lock.
+    """
+
+    def __init__(self, role: str, address: str, then: str, logger: logging.Logger, *,
+                 clock: Callable[[], float] = time.monotonic, grace_s: float = GRACE_S,
+                 repeat_s: float = REPEAT_S) -> None:
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}")
+        self.role, self.address, self.then = role, address, then
+        self._log = logger
+        self._clock = clock
+        self._grace_s, self._repeat_s = grace_s, repeat_s
+        self._lock = threading.Lock()
+        self._started = clock()
+        self._down_since: float | None = self._started   # None while reached
+        self._error: str | None = None
+        self._said_at: float | None = None   # when this outage's line was last logged
+        self._ever_reached = False
+
+    @property
+    def ever_reached(self) -> bool:
+        return self._ever_reached
+
+    @property
+    def out_of_reach(self) -> bool:
+        return self._down_since is not None
+
+    def reached(self) -> None:
+        with self._lock:
+            if self._down_since is None:
+                return
+            said, waited = self._said_at is not None, self._clock() - self._down_since
+            self._down_since, self._said_at, self._error, self._ever_reached = None, None, None, True
+        if said:
+            self._log.info("%s", reached_line(self.role, self.address, waited))
+
+    def failed(self, error: str) -> None:
+        """The address stopped answering (or still does not), for ``error``."""
+        with self._lock:
+            if self._down_since is None:
+                self._down_since = self._clock()
+            self._error = error
+
+    def explain(self, error: str) -> None:
+        """A better reason while out of reach; no news while reached (one failed attempt
+        among several addresses, say)."""
+        with self._lock:
+            if self._down_since is not None:
+                self._error = error
+
+    def observe(self, error: str | None) -> None:
+        """A probe's verdict: None if it answered, else why not."""
+        if error is None:
+            self.reached()
+        else:
+            self.failed(error)
+
+    def line(self) -> str | None:
+        """The unreachable line as of now, or None while reached."""
+        with self._lock:
+            return self._line(self._clock())
+
+    def check(self, startup_timeout: float = 0) -> bool:
+        """Log the unreachable line when due; False (after logging why) once ``startup_timeout``
+        (0: none) passed since the start without the address ever being reached."""
+        with self._lock:
+            now = self._clock()
+            if not self._ever_reached and 0 < startup_timeout <= now - self._started:
+                gave_up = gave_up_line(self.role, self.address, startup_timeout, self._error)
+                due = None
+            else:
+                gave_up = None
+                due = self._line(now) if self._due(now) else None
+                if due:
+                    self._said_at = now
+        if gave_up:
+            self._log.error("%s", gave_up)
+            return False
+        if due:
+            self._log.warning("%s", due)
+        return True
+
+    def _due(self, now: float) -> bool:
+        if self._down_since is None or now - self._down_since < self._grace_s:
+            return False
+        return self._said_at is None or now - self._said_at >= self._repeat_s
+
+    def _line(self, now: float) -> str | None:
+        if self._down_since is None:
+            return None
+        return unreachable_line(self.role, self.address, now - self._down_since, self._error, self.then)
+
+
+def watch(stop: threading.Event, reaches: Sequence[Reachability], startup_timeout: float = 0, *,
+          until: Callable[[], bool] = lambda: False, every: float = 0.5) -> bool:
+    """Check ``reaches`` until ``stop`` is set or ``until()`` holds; False as soon as one gave up
+    (its line is the only one: the others are not checked any more)."""
+    while not until():
+        if not all(r.check(startup_timeout) for r in reaches):
+            return False
+        if stop.wait(every):
+            break
+    return True
+
+
+def tcp_probe(servers: str, timeout: float = PROBE_S) -> str | None:
+    """None if any host:port of ``servers`` accepts a TCP connection, else why none did."""
+    errors = []
+    for item in servers.split(","):
+        host, _, port = item.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout):
+                return None
+        except OSError as e:
+            errors.append((item.strip(), e.strerror or str(e)))
+    if len(errors) == 1:
+        return errors[0][1]
+    return ", ".join(f"{address}: {why}" for address, why in errors)
+
+
+def keep_probing(reach: Reachability, probe: Callable[[], str | None], stop: threading.Event,
+                 every: float = PROBE_S) -> None:
+    """Feed ``reach`` with ``probe()`` until ``stop`` is set (a thread's loop)."""
+    while True:
+        reach.observe(probe())
+        if stop.wait(every):
+            return
