@@ -5,14 +5,16 @@ import argparse
 import functools
 import logging
 import re
+import threading
 
 from collectors.groups.cli import add_groups_flags, groups_config
 from collectors.groups.collector import GroupsCollector
 from collectors.publisher import PublisherConfig
-from collectors.runner import running
+from collectors.runner import Running, running
 from collectors.zk.collector import ZkCollector, ZkCollectorConfig
 from kmon import config
-from kmon.cli import wait_for_shutdown_signal   # kmon.cli imports this module only inside build_parser
+from kmon.cli import stop_on_signals   # kmon.cli imports this module only inside build_parser
+from kmon.reachability import watch
 
 log = logging.getLogger("kmon.collector")
 
@@ -56,6 +58,9 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
     config.flag(p, "--buffer-size", default=PublisherConfig.buffer_size, type=config.positive_int,
                 help="events kept while the events cluster is unreachable; beyond it the oldest are "
                      "dropped and a resync follows")
+    config.flag(p, "--startup-timeout", default=0.0, type=config.non_negative_float, metavar="SECONDS",
+                help="exit 1 when the monitored cluster or the events cluster has not answered this long "
+                     "after the start (0: keep retrying, and say so in the log)")
 
 
 def zk_connect(text: str) -> tuple[str, str]:
@@ -98,12 +103,12 @@ def cmd_collect_groups(parser: argparse.ArgumentParser, args: argparse.Namespace
     groups, events = groups_config(args), _events(args)
     with running(groups.cluster, lambda pub, tel: GroupsCollector(groups, pub, tel), events,
                  args.metrics_port) as collector:
-        wait_for_shutdown_signal(lambda: log.info(
-            "collecting consumer groups of cluster %r from %s into %s on %s; metrics on port %d; "
-            "SIGTERM or Ctrl-C stops", groups.cluster, groups.bootstrap_servers, events.topic,
-            events.bootstrap_servers, collector.metrics_port))
+        log.info("collecting consumer groups of cluster %r from %s into %s on %s; metrics on port %d; "
+                 "SIGTERM or Ctrl-C stops", groups.cluster, groups.bootstrap_servers, events.topic,
+                 events.bootstrap_servers, collector.metrics_port)
+        code = _until_signal(collector, args.startup_timeout)
     log.info("stopped")
-    return 0
+    return code
 
 
 def cmd_collect_zk(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -112,9 +117,17 @@ def cmd_collect_zk(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     zk = ZkCollectorConfig(hosts=hosts, chroot=chroot, cluster=args.cluster)
     events = _events(args)
     with running(zk.cluster, lambda pub, tel: ZkCollector(zk, pub, tel), events, args.metrics_port) as collector:
-        wait_for_shutdown_signal(lambda: log.info(
-            "collecting cluster %r from ZooKeeper %s%s into %s on %s; metrics on port %d; "
-            "SIGTERM or Ctrl-C stops", zk.cluster, hosts, chroot or "", events.topic, events.bootstrap_servers,
-            collector.metrics_port))
+        log.info("collecting cluster %r from ZooKeeper %s%s into %s on %s; metrics on port %d; "
+                 "SIGTERM or Ctrl-C stops", zk.cluster, hosts, chroot or "", events.topic, events.bootstrap_servers,
+                 collector.metrics_port)
+        code = _until_signal(collector, args.startup_timeout)
     log.info("stopped")
-    return 0
+    return code
+
+
+def _until_signal(run: Running, startup_timeout: float) -> int:
+    """0 at SIGTERM/SIGINT, 1 when an address was not reached within ``startup_timeout``; meanwhile
+    the log says which address cannot be reached."""
+    stopped = threading.Event()
+    stop_on_signals(stopped)
+    return 0 if watch(stopped, (run.collector.reachability, run.publisher.reachability), startup_timeout) else 1

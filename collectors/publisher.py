@@ -12,6 +12,10 @@ cluster is taking events (a delivery within ``stall_s``), i.e. when a burst such
 snapshot is larger than the buffer: dropping then would only trigger another snapshot
 just as large, for ever.
 
+While no broker of the events cluster answers, :attr:`Publisher.reachability` says so in one
+line of its own (kmon.reachability), with the reason librdkafka gave, instead of a line per
+error; ``kmon collect --startup-timeout`` gives up on it like on the monitored cluster.
+
 The events topic is created if missing: compacted, so a fresh consumer reads the current
 state of every entity, with time-based guarantees for the history (see :class:`TopicSettings`).
 """
@@ -29,12 +33,16 @@ from typing import Callable
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from collectors.client_logs import LibrdkafkaLog
 from collectors.telemetry import Telemetry
 from kmon.events import Event, encode
+from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability
 
 log = logging.getLogger("kmon.collector.publisher")
 
 _DAY_MS = 24 * 3600 * 1000
+# a request that failed with one of these found no broker of the events cluster to answer it
+_OUT_OF_REACH = (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._RESOLVE)
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,9 @@ class Publisher:
         self._dropped = telemetry.metric("kmon_collector_dropped_events_total")
         telemetry.metric("kmon_collector_buffered_events").set_function(lambda: self.buffered)
         self._error_log = _Throttled(log, 30.0)
+        self.reachability = Reachability(
+            EVENTS_BOOTSTRAP, config.bootstrap_servers,
+            f"retrying; up to {config.buffer_size} events are kept meanwhile", log)
 
     # ------------------------------------------------------------------ caller side
     def set_resync_handler(self, handler: Callable[[str], None]) -> None:
@@ -170,12 +181,16 @@ class Publisher:
         if not self._ensure_topic():
             return
         producer = self._producer()
+        next_probe = 0.0
         while not self._closing.is_set():
             self._wake.clear()
             if self._fatal is not None:
                 producer = self._replace(producer)
             self._feed(producer)
             producer.poll(0)  # serves delivery reports and errors
+            if self.reachability.out_of_reach and time.monotonic() >= next_probe:
+                self._probe(producer)
+                next_probe = time.monotonic() + PROBE_S
             # new events wake us at once; while some are in flight, poll often for their reports
             self._wake.wait(0.05 if self._in_flight else 1.0)
         producer.flush(1)
@@ -189,8 +204,17 @@ class Publisher:
             "queue.buffering.max.messages": self.config.max_in_flight,
             "compression.type": "lz4",
             "error_cb": self._error,
-            "logger": _DebugOnly(log),
+            "logger": LibrdkafkaLog(log),
         })
+
+    def _probe(self, producer: Producer) -> None:
+        """Only a delivery says the events cluster is back, and there may be nothing to deliver:
+        a metadata request says it too."""
+        try:
+            producer.list_topics(timeout=PROBE_S)
+        except KafkaException:
+            return   # the error callback has the better reason
+        self.reachability.reached()
 
     def _replace(self, producer: Producer) -> Producer:
         """An idempotent producer that hit a fatal error is unusable: start a new one and resync."""
@@ -235,7 +259,9 @@ class Publisher:
             self._dropped.inc()
             self._last_error = str(err)
             self._error_log.log(logging.ERROR, "event not delivered to %s: %s", self.config.topic, err)
-        elif resync and self._on_resync is not None:
+            return
+        self.reachability.reached()
+        if resync and self._on_resync is not None:
             log.info("events cluster accepts deliveries again after dropped events: resyncing")
             self._on_resync("buffer_overflow")
 
@@ -244,15 +270,28 @@ class Publisher:
         self._last_error = str(err)
         if err.fatal():
             self._fatal = err
-        self._error_log.log(logging.WARNING, "events cluster %s: %s (%d events waiting)",
-                            self.config.bootstrap_servers, err, self.buffered)
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            if not self.reachability.out_of_reach:   # the next errors say why better than "1/1 brokers are down"
+                self.reachability.failed(err.str())
+        elif self.reachability.out_of_reach:   # its own line will say it
+            self.reachability.explain(err.str())
+        else:
+            self._error_log.log(logging.WARNING, "events bootstrap %s: %s (%d events waiting; the producer "
+                                "retries)", self.config.bootstrap_servers, err, self.buffered)
+
+    def _reason(self, err: KafkaError) -> None:
+        """The topic check's error callback: why the events bootstrap does not answer."""
+        if err.code() != KafkaError._ALL_BROKERS_DOWN:
+            self.reachability.explain(err.str())
 
     def _ensure_topic(self) -> bool:
         """Create the events topic if missing, retrying until it works or close() is called."""
-        admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers, "logger": _DebugOnly(log)})
+        admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers, "logger": LibrdkafkaLog(log),
+                             "error_cb": self._reason})
         while not self._closing.is_set():
             try:
-                metadata = admin.list_topics(timeout=10)
+                metadata = admin.list_topics(timeout=PROBE_S)
+                self.reachability.reached()
                 if self.config.topic in metadata.topics:
                     return True
                 spec = self.config.topic_settings.new_topic(self.config.topic, len(metadata.brokers))
@@ -261,14 +300,20 @@ class Publisher:
                          spec.num_partitions, spec.replication_factor)
                 return True
             except KafkaException as e:
-                if e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                error = e.args[0]
+                if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                     return True
                 self._errors.inc()
-                self._last_error = str(e.args[0])
-                self._error_log.log(logging.WARNING, "cannot create or check the events topic %s on %s: %s "
-                                    "(retrying; %d events waiting)", self.config.topic,
-                                    self.config.bootstrap_servers, e.args[0], self.buffered)
-            self._closing.wait(2.0)
+                self._last_error = str(error)
+                if error.code() in _OUT_OF_REACH:
+                    self.reachability.failed(error.str())
+                    admin.poll(0)   # serves the error callback: the reason, e.g. "Connection refused"
+                else:
+                    self._error_log.log(logging.WARNING, "cannot create or check the events topic %s on the "
+                                        "events bootstrap %s: %s (retrying every %g s; %d events waiting)",
+                                        self.config.topic, self.config.bootstrap_servers, error, PROBE_S,
+                                        self.buffered)
+            self._closing.wait(PROBE_S)
         return False
 
 
@@ -290,12 +335,3 @@ class _Throttled:
         self._logger.log(level, msg + suffix, *args)
         self._last, self._held = now, 0
 
-
-class _DebugOnly:
-    """librdkafka's own log lines, at debug level: what matters reaches error_cb and is logged there."""
-
-    def __init__(self, logger: logging.Logger) -> None:
-        self._logger = logger
-
-    def log(self, _level: int, msg: str, *args: object) -> None:
-        self._logger.debug(msg, *args)

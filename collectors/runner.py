@@ -11,9 +11,12 @@ from typing import Callable, Iterator, Protocol
 
 from collectors.publisher import Publisher, PublisherConfig
 from collectors.telemetry import Telemetry
+from kmon.reachability import Reachability
 
 
 class Collector(Protocol):
+    reachability: Reachability   # of the monitored cluster's address
+
     def start(self) -> None: ...
     def stop(self) -> None: ...
     def health(self) -> str | None: ...

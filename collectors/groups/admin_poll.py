@@ -58,6 +58,7 @@ class AdminPoller:
 
     def poll_once(self) -> None:
         started = time.monotonic()
+        self._admin.poll(0)   # hands the client's queued log lines to its logger
         listed = self._list_groups()
         if listed is None:
             return

@@ -3,6 +3,9 @@
 * the Admin API poller (live state, end-offset samples, lag) — admin_poll.py
 * the ``__consumer_offsets`` reader (every generation, committed offsets) — offsets_reader.py
 
+and a third that probes the bootstrap addresses, for the log line that says when the cluster
+is out of reach (kmon.reachability).
+
 In-process use::
 
     collector = GroupsCollector(GroupsConfig(bootstrap_servers="host:9092", cluster="prod"), sink)
@@ -12,18 +15,21 @@ In-process use::
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import Callable
 
 from confluent_kafka.admin import AdminClient
 
+from collectors.client_logs import LibrdkafkaLog
 from collectors.groups.admin_poll import AdminPoller
 from collectors.groups.book import GroupBook
 from collectors.groups.config import GroupsConfig, NameFilter
 from collectors.groups.offsets_reader import OffsetsReader
 from collectors.groups.outputs import Emitter, EventSink
 from collectors.telemetry import Telemetry
+from kmon.reachability import MONITORED_BOOTSTRAP, Reachability, keep_probing, tcp_probe
 
 __all__ = ["EventSink", "GroupsCollector", "GroupsConfig", "NameFilter"]
 
@@ -38,14 +44,22 @@ class GroupsCollector:
         book = GroupBook()
         self._reader = OffsetsReader(config, book, emitter) if config.read_offsets_topic else None
         caught_up: Callable[[], bool] = self._reader.caught_up.is_set if self._reader else lambda: False
-        self._poller = AdminPoller(config, AdminClient(config.client()), book, emitter, caught_up)
+        admin = AdminClient(config.client(logger=LibrdkafkaLog(log)))
+        self._poller = AdminPoller(config, admin, book, emitter, caught_up)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        # librdkafka reconnects silently and a failed poll may be one broker's: a probe of the
+        # bootstrap addresses tells whether the cluster is out of reach
+        self.reachability = Reachability(MONITORED_BOOTSTRAP, config.bootstrap_servers,
+                                         f"polling again every {config.poll_interval_s:g} s", log)
+        self._probe_loop = functools.partial(keep_probing, self.reachability,
+                                             functools.partial(tcp_probe, config.bootstrap_servers))
 
     def start(self) -> None:
         if self._threads:
             raise RuntimeError("collector already started")
-        loops = [("admin", self._poller.run)] + ([("offsets", self._reader.run)] if self._reader else [])
+        loops = [("reach", self._probe_loop), ("admin", self._poller.run)] + (
+            [("offsets", self._reader.run)] if self._reader else [])
         for name, loop in loops:
             thread = threading.Thread(target=loop, args=(self._stop,), daemon=True,
                                       name=f"kmon-groups-{name}-{self.config.cluster}")

@@ -14,6 +14,7 @@ import threading
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, Message, TopicPartition
 
+from collectors.client_logs import LibrdkafkaLog
 from collectors.groups.book import GroupBook
 from collectors.groups.config import GroupsConfig
 from collectors.groups.offsets_codec import (GroupMetadata, GroupTombstone, MalformedRecord, OffsetCommit,
@@ -47,6 +48,7 @@ class OffsetsReader:
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,     # tells when the history has been read
             "isolation.level": "read_committed",
+            "logger": LibrdkafkaLog(log),
         }))
         try:
             if self._assign(consumer, stop):

@@ -33,6 +33,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
+from collectors.client_logs import KazooLog
 from collectors.publisher import Publisher
 from collectors.telemetry import Telemetry
 from collectors.zk.znodes import (
@@ -57,6 +58,7 @@ from kmon.events import (
     ZnodeMeta,
     entity_key,
 )
+from kmon.reachability import MONITORED_ZOOKEEPER, Reachability
 
 log = logging.getLogger("kmon.collector.zk")
 
@@ -427,8 +429,11 @@ class ZkCollector:
         self._tree = ZkTree(ZkPaths(config.chroot), config.cluster)
         self._publisher = publisher
         self._telemetry = telemetry
+        self.reachability = Reachability(MONITORED_ZOOKEEPER, config.hosts + config.chroot,
+                                         f"retrying every {_RECONNECT['max_delay']:g} s", log)
         self._client = KazooClient(hosts=config.hosts, timeout=config.session_timeout_s,
-                                   connection_retry=KazooRetry(**_RECONNECT))
+                                   connection_retry=KazooRetry(**_RECONNECT),
+                                   logger=KazooLog(log, self.reachability))
         self._queue: queue.SimpleQueue[str | _Resync | None] = queue.SimpleQueue()
         self._watched: set[tuple[str, str]] = set()   # (path, "data" | "child") armed on the server
         self._ever_connected = False
@@ -485,11 +490,13 @@ class ZkCollector:
             reason = "expired" if self._expired else "reconnect" if self._ever_connected else "start"
             self._ever_connected, self._expired = True, False
             self._connected.set(1)
+            self.reachability.reached()
             log.info("connected to ZooKeeper %s (%s); resyncing", self.config.hosts, reason)
             self.request_resync(reason)
             return
         self._connected.set(0)
         self._watched.clear()   # kazoo forgets every watch on a lost connection, not only on expiry
+        self.reachability.failed("session expired" if state == KazooState.LOST else "connection lost")
         if state == KazooState.LOST:
             self._expired = True
             log.warning("ZooKeeper session expired; a new session and a full resync follow")
