@@ -5,6 +5,7 @@ cluster (``streaming/submit.py``), where the master comes from spark-submit.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, start_http_server
 
+from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_probing, tcp_probe, watch
 from streaming import entity_step
 from streaming.driver import ViewDriver, ViewOptions
 from streaming.exporter import SnapshotHolder, ViewsCollector
@@ -39,6 +41,7 @@ class StreamConfig:
     kafka_timeout_s: float = 10.0     # per Kafka call of the source; see kafka_source_options
     kafka_outage_limit_s: float = 300.0  # the query fails once the events cluster is away this long
     driver_memory: str = "1g"
+    startup_timeout_s: float = 0.0    # run_until gives up when the events cluster did not answer this long; 0: never
     views: ViewOptions = ViewOptions()
     spark_jars: tuple[str, ...] = ()
 
@@ -169,14 +172,38 @@ def _query(spark, cfg: StreamConfig, driver: ViewDriver):
 
 
 def run_until(app: StreamApp, stop: threading.Event, poll_seconds: float = 1.0) -> int:
-    """Run until ``stop`` is set (SIGTERM) or the query fails; returns an exit code."""
-    app.start()
+    """Run until ``stop`` is set (SIGTERM) or the query fails; returns an exit code.
+
+    Spark starts only once the events bootstrap answers: it costs ~20 s of CPU, and then its
+    Kafka source would retry in its own words only. A probe of the events bootstrap goes on
+    while the query runs, so kmon's log says when the events cluster is away, and why the
+    query gave up when it does.
+    """
+    cfg = app.cfg
+    reach = Reachability(EVENTS_BOOTSTRAP, cfg.bootstrap_servers,
+                         f"Spark starts once it answers; retrying every {PROBE_S:g} s", log)
+    probing = threading.Event()
+    threading.Thread(target=keep_probing, args=(reach, functools.partial(tcp_probe, cfg.bootstrap_servers), probing),
+                     name="kmon-stream-probe", daemon=True).start()
     try:
-        while not stop.wait(poll_seconds):
-            failure = app.failure()
-            if failure:
-                log.error("the streaming query failed: %s", failure)
-                return 1
-        return 0
+        if not watch(stop, [reach], cfg.startup_timeout_s, until=lambda: reach.ever_reached):
+            return 1
+        if stop.is_set():
+            return 0
+        reach.then = f"Spark's Kafka source retries; the query gives up after {cfg.kafka_outage_limit_s:g} s"
+        app.start()
+        watch(stop, [reach], until=lambda: app.failure() is not None, every=poll_seconds)
+        failure = app.failure()
+        if stop.is_set() or failure is None:
+            return 0
+        reach.then = f"the query gave up (--kafka-outage-limit {cfg.kafka_outage_limit_s:g} s); exiting"
+        away = reach.line()
+        if away:   # Spark's own words (a Java stack trace) are only for those who ask
+            log.error("%s", away)
+            log.debug("the streaming query failed: %s", failure)
+        else:
+            log.error("the streaming query failed: %s", failure)
+        return 1
     finally:
+        probing.set()
         app.stop()

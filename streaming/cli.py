@@ -38,6 +38,9 @@ def add_stream_parser(sub: argparse._SubParsersAction, on_signal) -> None:
                      "topic dies, the views stall this long, or until its partitions have a new leader")
     config.flag(p, "--kafka-outage-limit", default=300.0, type=config.positive_float, metavar="SECONDS",
                 help="the query (and kmon stream) fails when the events cluster is unreachable this long")
+    config.flag(p, "--startup-timeout", default=0.0, type=config.non_negative_float, metavar="SECONDS",
+                help="exit 1 when the events cluster has not answered this long after the start (Spark starts "
+                     "only once it has; 0: keep retrying, and say so in the log)")
     p.set_defaults(handler=lambda args: cmd_stream(args, on_signal))
 
 
@@ -53,6 +56,7 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
         master=None if submitted else args.master, trigger_seconds=args.trigger_interval,
         max_offsets_per_trigger=args.max_offsets_per_trigger, driver_memory=args.driver_memory,
         kafka_timeout_s=args.kafka_timeout, kafka_outage_limit_s=args.kafka_outage_limit,
+        startup_timeout_s=args.startup_timeout,
         views=ViewOptions(detail=args.partition_detail, default_min_isr=args.default_min_isr),
         spark_jars=() if submitted else tuple(find_toolchain().spark_jar_list()))
 
