@@ -96,6 +96,7 @@ class Publisher:
         self._fatal: KafkaError | None = None
         self._last_error: str | None = None
         self._on_resync: Callable[[str], None] | None = None
+        self.cluster_id: str | None = None   # of the events cluster, once reached
         self._thread = threading.Thread(target=self._run, name="kmon-publisher", daemon=True)
         self._errors = telemetry.metric("kmon_collector_producer_errors_total")
         self._dropped = telemetry.metric("kmon_collector_dropped_events_total")
@@ -292,6 +293,7 @@ class Publisher:
             try:
                 metadata = admin.list_topics(timeout=PROBE_S)
                 self.reachability.reached()
+                self.cluster_id = metadata.cluster_id
                 if self.config.topic in metadata.topics:
                     return True
                 spec = self.config.topic_settings.new_topic(self.config.topic, len(metadata.brokers))

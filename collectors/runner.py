@@ -6,12 +6,17 @@ Both collectors (ZooKeeper, consumer groups) run through :func:`running`, in
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol
 
 from collectors.publisher import Publisher, PublisherConfig
 from collectors.telemetry import Telemetry
 from kmon.reachability import Reachability
+
+log = logging.getLogger("kmon.collector")
+PLACEMENT_CHECK_S = 2.0   # how often to ask for the two cluster ids until both are known
 
 
 class Collector(Protocol):
@@ -21,6 +26,7 @@ class Collector(Protocol):
     def stop(self) -> None: ...
     def health(self) -> str | None: ...
     def request_resync(self, reason: str) -> None: ...
+    def cluster_id(self) -> str | None: ...   # the monitored cluster's, None while unknown
 
 
 @dataclass(frozen=True)
@@ -45,9 +51,34 @@ def running(cluster: str, make: Callable[[Publisher, Telemetry], Collector], eve
     port = None if metrics_port is None else telemetry.serve(metrics_port)
     publisher.start()
     collector.start()
+    stopped = threading.Event()
+    check = threading.Thread(target=check_events_placement, args=(collector, publisher, telemetry, stopped),
+                             name="kmon-events-placement", daemon=True)
+    check.start()
     try:
         yield Running(collector, publisher, telemetry, port)
     finally:
+        stopped.set()
         collector.stop()
         publisher.close()
         telemetry.close()
+
+
+def check_events_placement(collector: Collector, publisher: Publisher, telemetry: Telemetry,
+                           stopped: threading.Event) -> None:
+    """Once both cluster ids are known: say (once, and as a gauge) when the events travel on the
+    monitored cluster itself, where every failure kmon reports also delays its own events."""
+    while not stopped.wait(PLACEMENT_CHECK_S):
+        monitored, events = collector.cluster_id(), publisher.cluster_id
+        if monitored is None or events is None:
+            continue
+        shared = monitored == events
+        telemetry.metric("kmon_collector_events_on_monitored_cluster").set(int(shared))
+        if shared:
+            log.warning("the events bootstrap %s is the monitored cluster itself (cluster id %s): when its "
+                        "brokers, controller or ZooKeeper fail, kmon's events wait for the same failover they "
+                        "report, or stop; give kmon an events cluster of its own (README: Where kmon's events "
+                        "live)", publisher.config.bootstrap_servers, monitored)
+        else:
+            log.info("events go to cluster %s, not the monitored cluster %s", events, monitored)
+        return

@@ -115,6 +115,9 @@ CATALOG: tuple[MetricSpec, ...] = (
        "Events dropped because the bounded buffer was full (a resync follows)."),
     _m("collector_last_event_timestamp_seconds", "gauge", ("source",), "collector",
        "When the newest event was emitted."),
+    _m("collector_events_on_monitored_cluster", "gauge", (), "collector",
+       "1 when the events cluster is the monitored cluster itself (same cluster id), so kmon's events wait "
+       "for that cluster's failovers; 0 when it is another cluster or not known yet."),
 )
 
 BY_NAME: dict[str, MetricSpec] = {m.name: m for m in CATALOG}

@@ -20,6 +20,7 @@ import logging
 import threading
 from typing import Callable
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from collectors.client_logs import LibrdkafkaLog
@@ -44,8 +45,8 @@ class GroupsCollector:
         book = GroupBook()
         self._reader = OffsetsReader(config, book, emitter) if config.read_offsets_topic else None
         caught_up: Callable[[], bool] = self._reader.caught_up.is_set if self._reader else lambda: False
-        admin = AdminClient(config.client(logger=LibrdkafkaLog(log)))
-        self._poller = AdminPoller(config, admin, book, emitter, caught_up)
+        self._admin = AdminClient(config.client(logger=LibrdkafkaLog(log)))
+        self._poller = AdminPoller(config, self._admin, book, emitter, caught_up)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         # librdkafka reconnects silently and a failed poll may be one broker's: a probe of the
@@ -71,6 +72,13 @@ class GroupsCollector:
         """None while both loops run, else why not (a telemetry health check)."""
         dead = [t.name for t in self._threads if not t.is_alive()]
         return f"stopped: {', '.join(dead)}" if dead else None
+
+    def cluster_id(self) -> str | None:
+        """The monitored cluster's id, None while it cannot be asked."""
+        try:
+            return self._admin.list_topics(timeout=self.config.request_timeout_s).cluster_id
+        except KafkaException:
+            return None
 
     def request_resync(self, reason: str) -> None:
         """Re-emit every group's state at the next poll (the publisher's resync handler)."""

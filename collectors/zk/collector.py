@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import json
 import logging
 import queue
 import threading
@@ -30,6 +31,7 @@ from typing import Any, Callable, Iterable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
@@ -467,6 +469,15 @@ class ZkCollector:
 
     def request_resync(self, reason: str) -> None:
         self._queue.put(_Resync(reason))
+
+    def cluster_id(self) -> str | None:
+        """The monitored cluster's id (Kafka's /cluster/id znode), None while unknown."""
+        try:
+            data, _ = self._client.get(f"{self.config.chroot}/cluster/id")
+            return str(json.loads(data)["id"])
+        except (KazooException, KazooTimeoutError, ValueError, KeyError, TypeError):
+            # not connected yet, no id written yet, or not Kafka's format
+            return None
 
     def health(self) -> str | None:
         if self._client.connected:

@@ -6,6 +6,7 @@ events topic with a plain consumer, so each test sees exactly what the stream ap
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
@@ -202,6 +203,8 @@ def test_start_snapshot_holds_the_whole_tree_and_serves_metrics(stack: LocalStac
         assert h.metric("kmon_collector_resyncs_total", source="zk") == 1
         assert h.metric("kmon_collector_watches") >= len(snapshot)
         assert h.metric("kmon_collector_events_total", source="zk", kind="partition") >= 2
+        # the events go to the watched cluster itself: said once, and as a gauge
+        eventually(lambda: h.metric("kmon_collector_events_on_monitored_cluster") == 1, 30, "shared cluster seen")
 
 
 def test_topic_created_extended_and_deleted(stack: LocalStack, topic_name: str) -> None:
@@ -458,9 +461,12 @@ def test_admin_znodes_in_a_tree_without_kafka(stack: LocalStack) -> None:
 
 
 def test_chroot_cluster_is_watched_below_its_chroot(small_stack: LocalStack, stack: LocalStack,
-                                                    topic_name: str) -> None:
+                                                    topic_name: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="kmon.collector")
     with collecting(small_stack, stack) as h:
         assert h.log.upserts("broker:1")[0].broker_id == 1
+        eventually(lambda: "not the monitored cluster" in caplog.text, 30, "events cluster told apart")
+        assert h.metric("kmon_collector_events_on_monitored_cluster") == 0
         assert h.log.of("controller")[0].znode.path.startswith("/kafka/")
         create(small_stack, topic_name, [[1]])
         [event] = h.log.wait(lambda l: l.of(f"partition:{topic_name}:0"), "partition of the new topic")
