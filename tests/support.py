@@ -33,6 +33,23 @@ def eventually(probe: Callable[[], T], timeout: float = 60, what: str = "conditi
     raise AssertionError(f"{what}: not true after {timeout}s (last: {last!r})")
 
 
+def never(probe: Callable[[], Any], until: Callable[[], Any], timeout: float, what: str,
+          interval: float = 0.5) -> None:
+    """``probe`` stays falsy at every poll until ``until`` is true (e.g. N rule evaluations
+    passed): a negative assertion over a span, without a fixed sleep. Fails on the first
+    truthy value, naming it, or when ``until`` is not reached in ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = probe()
+        if seen:
+            raise AssertionError(f"{what}: {seen!r}")
+        if until():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: could not watch for {timeout}s (the span did not complete)")
+        time.sleep(interval)
+
+
 def create_topic(stack: LocalStack, name: str, partitions: int = 1, rf: int = 3,
                  config: dict[str, str] | None = None) -> None:
     assert stack.state

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from confluent_kafka import Producer
 
 from kmon.stack.local import LocalStack, StackError, StackRequest
 from tests.conftest import running_stack
@@ -83,13 +84,26 @@ def test_cli_status_reports_processes_and_registered_brokers(stack: LocalStack) 
     assert "STOPPED" not in out.stdout
 
 
-def test_down_stops_only_what_up_started(tmp_path: Path, toolchain) -> None:
+def test_events_cluster_outlives_the_monitored_cluster_and_down_stops_only_what_up_started(
+        tmp_path: Path, toolchain) -> None:
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        with running_stack(tmp_path / "s", toolchain, brokers=1) as stack:
+        with running_stack(tmp_path / "s", toolchain, brokers=1, events_cluster=True) as stack:
+            assert stack.state
+            events = stack.state.events_bootstrap_servers
+            assert events != stack.state.bootstrap_servers
+            out = subprocess.run([sys.executable, "-m", "kmon.cli", "stack", "status", "--dir", str(stack.dir)],
+                                 capture_output=True, text=True, timeout=60)
+            assert f"events cluster (kmon's own: one KRaft node)\n    bootstrap        {events}" in out.stdout
+            # the whole monitored cluster dies; kmon's events cluster still takes events
+            stack.kill_broker(1)
+            stack.kill("zookeeper")
+            producer = Producer({"bootstrap.servers": events, "acks": "all"})
+            producer.produce("outlives", b"still here")
+            assert producer.flush(30) == 0
             pids = [c.pid for c in stack.state.components.values()]
             stopped = stack.down(timeout=10)
-        assert sorted(stopped) == ["broker-1", "zookeeper"]
+        assert stopped == ["events"]   # the others were dead already
         from kmon.stack.process import pid_alive
         assert not any(pid_alive(p) for p in pids)
         assert bystander.poll() is None
