@@ -1,7 +1,8 @@
 """The Prometheus alert rules, their promtool unit tests, and the Prometheus/Alertmanager configs.
 
-Runs promtool (and amtool, when installed) on the files in deploy/, and checks that the
-rules cover the design brief's alerts and only use metric names from kmon.metrics.
+Runs promtool and amtool on the files in deploy/, and checks that the rules cover the
+design brief's alerts, only use metric names from kmon.metrics, and keep the alert timing
+their comments promise.
 The venv has no YAML library, so the rule file is read by a small reader of the block
 YAML the rule file is written in (see ``load_rules``); promtool checks the real syntax.
 """
@@ -9,21 +10,20 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from kmon.metrics import known_series_names
+from kmon.stack.configs import prometheus_config
+from tests.tools import duration_s, required_tool
 
 REPO = Path(__file__).resolve().parents[2]
 RULES_DIR = REPO / "deploy" / "prometheus" / "rules"
 RULES = RULES_DIR / "kmon-alerts.yml"
 RULE_TESTS = RULES_DIR / "kmon-alerts.test.yml"
-PROMETHEUS_TEMPLATE = REPO / "deploy" / "prometheus" / "prometheus.yml.tmpl"
 ALERTMANAGER_CONFIG = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
-PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 
 # The "Alerts" section of the design brief; "collector down" and "pipeline stalled" are
 # the monitor's own alerts.
@@ -124,19 +124,22 @@ def _strip_strings(expr: str) -> str:
     return re.sub(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'', '""', expr)
 
 
-def _duration_s(text: str) -> float:
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-    total = 0.0
-    for amount, unit in re.findall(r"(\d+)(ms|s|m|h|d)", text):
-        total += int(amount) * units[unit]
-    return total
+def _series_name(name: str) -> str:
+    """A regex of the series or recording rule ``name``, not of a longer name containing it."""
+    return rf"(?<![\w:]){re.escape(name)}(?![\w:])"
 
 
 def _inlined(expr: str, records: dict[str, dict]) -> str:
     """The expression with the recording rules it uses replaced by their expressions."""
     for name, rec in records.items():
-        expr = re.sub(rf"(?<![\w:]){re.escape(name)}(?![\w:])", lambda _m: f"({rec['expr']})", expr)
+        expr = re.sub(_series_name(name), lambda _m: f"({rec['expr']})", expr)
     return expr
+
+
+@pytest.fixture(scope="module")
+def rendered_config() -> str:
+    """prometheus.yml as the local stack writes it."""
+    return prometheus_config(["127.0.0.1:9308"], ["127.0.0.1:9310", "127.0.0.1:9311"], "127.0.0.1:9093")
 
 
 # ------------------------------------------------------------------ promtool
@@ -146,13 +149,13 @@ def _run(*cmd: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
 
 
 def test_promtool_check_rules() -> None:
-    res = _run(PROMTOOL, "check", "rules", str(RULES))
+    res = _run(required_tool("promtool"), "check", "rules", str(RULES))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "SUCCESS" in res.stdout
 
 
 def test_promtool_unit_tests_pass() -> None:
-    res = _run(PROMTOOL, "test", "rules", RULE_TESTS.name, cwd=RULES_DIR)
+    res = _run(required_tool("promtool"), "test", "rules", RULE_TESTS.name, cwd=RULES_DIR)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "SUCCESS" in res.stdout
 
@@ -239,10 +242,10 @@ def test_broker_kill_alerts_are_fast_enough(alerts: dict[str, dict]) -> None:
     # The fault-scenario tests expect these within ~1 minute of a killed broker, of which
     # failure detection and the pipeline take about half.
     for name in ("IsrShrinking", "UnderReplicatedPartitions", "BrokerDown"):
-        assert _duration_s(alerts[name]["for"]) <= 30, name
+        assert duration_s(alerts[name]["for"]) <= 30, name
     # BrokerDown inhibits the others in Alertmanager: it must not become firing later.
     for name in ("IsrShrinking", "UnderReplicatedPartitions", "UnderMinIsr"):
-        assert _duration_s(alerts["BrokerDown"]["for"]) <= _duration_s(alerts[name]["for"]), name
+        assert duration_s(alerts["BrokerDown"]["for"]) <= duration_s(alerts[name]["for"]), name
 
 
 def test_leader_imbalance_uses_kafkas_ten_percent(alerts: dict[str, dict]) -> None:
@@ -265,8 +268,8 @@ def test_every_alert_has_firing_and_silent_unit_tests() -> None:
     assert not [a for a in DESIGN_ALERTS if a not in silent], f"no silent case: {set(DESIGN_ALERTS) - silent}"
 
 
-def test_job_names_match_the_scrape_config(rules: list[dict]) -> None:
-    jobs = set(re.findall(r"^\s*- job_name:\s*(\S+)", PROMETHEUS_TEMPLATE.read_text(), re.M))
+def test_job_names_match_the_scrape_config(rules: list[dict], rendered_config: str) -> None:
+    jobs = set(re.findall(r"^\s*- job_name:\s*(\S+)", rendered_config, re.M))
     assert {"kmon-stream", "kmon-collector"} <= jobs
     used = {j for r in rules for j in re.findall(r'job\s*=\s*"([^"]+)"', r["expr"])}
     assert used and used <= jobs, used - jobs
@@ -274,43 +277,28 @@ def test_job_names_match_the_scrape_config(rules: list[dict]) -> None:
 
 # ------------------------------------------------------------------ Prometheus config
 
-def render_prometheus_config(tmp_path: Path) -> Path:
-    """The template with its placeholders replaced the way kmon/stack/configs.py does."""
-    text = PROMETHEUS_TEMPLATE.read_text()
-    values = {
-        "{{STREAM_TARGETS}}": json.dumps(["127.0.0.1:9308"]),
-        "{{COLLECTOR_TARGETS}}": json.dumps(["127.0.0.1:9310", "127.0.0.1:9311"]),
-        "{{ALERTMANAGER}}": json.dumps(["127.0.0.1:9093"]),
-        "{{RULES_DIR}}": str(RULES_DIR),
-    }
-    for placeholder, value in values.items():
-        assert placeholder in text, f"{placeholder} missing from the template"
-        text = text.replace(placeholder, value)
-    assert "{{" not in text.replace("{{ ", ""), "unreplaced placeholder"
-    out = tmp_path / "prometheus.yml"
-    out.write_text(text)
-    return out
-
-
-def test_prometheus_config_is_valid_and_loads_the_rules(tmp_path: Path) -> None:
-    cfg = render_prometheus_config(tmp_path)
-    res = _run(PROMTOOL, "check", "config", str(cfg))
+def test_prometheus_config_is_valid_and_loads_the_rules(rendered_config: str, tmp_path: Path) -> None:
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(rendered_config)
+    res = _run(required_tool("promtool"), "check", "config", str(cfg))
     assert res.returncode == 0, res.stdout + res.stderr
     assert str(RULES) in res.stdout, "the rules file is not loaded"
     assert RULE_TESTS.name not in res.stdout, "the unit-test file must not be loaded as rules"
-    text = cfg.read_text()
-    assert re.search(r"^\s*scrape_interval:\s*5s\s*$", text, re.M)
-    assert re.search(r"^\s*evaluation_interval:\s*5s\s*$", text, re.M)
+    assert "{{" not in rendered_config.replace("{{ ", ""), "unreplaced placeholder"
+
+
+def test_prometheus_config_scrapes_the_given_targets(rendered_config: str) -> None:
+    targets = dict(re.findall(r"- job_name:\s*(\S+).*?targets:\s*(\[.*?\])", rendered_config, re.S))
+    assert json.loads(targets["kmon-stream"]) == ["127.0.0.1:9308"]
+    assert json.loads(targets["kmon-collector"]) == ["127.0.0.1:9310", "127.0.0.1:9311"]
+    alertmanagers = re.search(r"alertmanagers:.*?targets:\s*(\[.*?\])", rendered_config, re.S)
+    assert alertmanagers and json.loads(alertmanagers[1]) == ["127.0.0.1:9093"]
 
 
 # ------------------------------------------------------------------ Alertmanager config
 
 def test_alertmanager_config_amtool() -> None:
-    amtool = shutil.which("amtool")
-    if amtool is None:
-        pytest.skip("amtool is not installed (Debian: package prometheus-alertmanager); "
-                    "the structure of alertmanager.yml is still checked by the next test")
-    res = _run(amtool, "check-config", str(ALERTMANAGER_CONFIG))
+    res = _run(required_tool("amtool"), "check-config", str(ALERTMANAGER_CONFIG))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "SUCCESS" in res.stdout
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import socket
 import subprocess
 import threading
@@ -25,10 +24,10 @@ from dashboards import catalog
 from dashboards.cli import add_dashboards_parser
 from dashboards.push import DATASOURCE_UID, folder_uid, without_userinfo
 from kmon.metrics import CATALOG, GROUP_STATES, known_series_names
+from tests.tools import required_tool
 
 REPO = Path(__file__).resolve().parents[2]
 PROVISIONING = REPO / "deploy" / "grafana" / "provisioning"
-PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 EXPECTED = {"kmon-cluster-health", "kmon-leader-balance", "kmon-consumer-groups", "kmon-self"}
 DASHBOARDS = {d["uid"]: d for d in catalog.load_all()}
 DATASOURCE_REF = {"type": "prometheus", "uid": "${datasource}"}
@@ -128,7 +127,6 @@ def test_group_state_timeline_shows_every_state() -> None:
 
 # ------------------------------------------------------------------ PromQL syntax
 
-@pytest.mark.skipif(not Path(PROMTOOL).exists(), reason="promtool not installed")
 def test_every_expression_parses_with_promtool(tmp_path: Path) -> None:
     # promtool parses recording rules with Prometheus' own PromQL parser; a recording
     # rule per expression, named after its dashboard and position, locates a failure.
@@ -144,7 +142,8 @@ def test_every_expression_parses_with_promtool(tmp_path: Path) -> None:
             lines += [f"      - record: {record}", f"        expr: {expr}"]
     rules = tmp_path / "dashboards.rules.yml"
     rules.write_text("\n".join(lines) + "\n")
-    result = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([required_tool("promtool"), "check", "rules", str(rules)],
+                            capture_output=True, text=True, timeout=60)
     output = result.stdout + result.stderr
     failing = [f"{record}: {q.dashboard} / {q.panel}: {q.expr}"
                for record, q in names.items() if f'"{record}"' in output]
