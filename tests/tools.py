@@ -26,3 +26,9 @@ def duration_s(text: str) -> float:
     assert re.fullmatch(r"(\d+(ms|s|m|h|d))+", text), f"not a Prometheus duration: {text!r}"
     return sum(int(amount) * UNITS_S[unit] for amount, unit in re.findall(r"(\d+)(ms|s|m|h|d)", text))
 
+
+def prometheus_global(config: str, key: str) -> float:
+    """A duration of the ``global:`` section of a Prometheus config, in seconds."""
+    found = re.findall(rf"^  {key}:\s*(\S+)\s*$", config, re.M)
+    assert len(found) == 1, f"global {key} of the Prometheus config: {found}"
+    return duration_s(found[0])
