@@ -22,9 +22,10 @@ import pytest
 
 from dashboards import catalog
 from dashboards.cli import add_dashboards_parser
-from dashboards.push import DATASOURCE_UID, folder_uid, without_userinfo
+from dashboards.push import DATASOURCE_UID, SCRAPE_INTERVAL, folder_uid, without_userinfo
 from kmon.metrics import CATALOG, GROUP_STATES, known_series_names
-from tests.tools import required_tool
+from kmon.stack.configs import PROMETHEUS_TEMPLATE
+from tests.tools import duration_s, prometheus_global, required_tool
 
 REPO = Path(__file__).resolve().parents[2]
 PROVISIONING = REPO / "deploy" / "grafana" / "provisioning"
@@ -184,6 +185,17 @@ def test_panels_inside_collapsed_rows_are_found() -> None:
 
 
 # ------------------------------------------------------------------ file provisioning
+
+def test_rate_interval_spans_several_scrapes() -> None:
+    # Grafana makes $__rate_interval at least 4 datasource timeIntervals: one below the real
+    # scrape interval could leave rate()/increase() a single sample, i.e. no value.
+    scrape = prometheus_global(PROMETHEUS_TEMPLATE.read_text(), "scrape_interval")
+    datasource = (PROVISIONING / "datasources" / "kmon.yml").read_text()
+    provisioned = re.findall(r"^\s+timeInterval:\s*(\S+)\s*$", datasource, re.M)
+    assert provisioned, "the provisioned datasource has no timeInterval"
+    for time_interval in (SCRAPE_INTERVAL, *provisioned):
+        assert duration_s(time_interval) >= scrape, time_interval
+
 
 def test_provisioning_files_match_the_push_command() -> None:
     datasources = (PROVISIONING / "datasources" / "kmon.yml").read_text()
