@@ -1,0 +1,336 @@
+"""No single bad message blinds the monitor (design brief, fault scenario 8).
+
+Property-based: valid events of every kind, then each with one value replaced by one that no
+field of its JSON type accepts (another type, out of Kafka's range, not finite, not Unicode),
+fed through decode -> fold -> the driver -> the views -> the exposition. Nothing raises, every
+bad event is counted, and the entity keeps its last good state.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import tempfile
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from kmon.events import (KINDS, MARKER_KINDS, STATE_TYPES, BrokerState, ControllerState, Endpoint, Event,
+                         GroupMember, GroupState, IsrChangeState, MalformedEvent, PartitionState,
+                         PreferredElectionState, ReassignmentState, SnapshotMarker, TopicDeletionState,
+                         TopicLag, TopicState, ZnodeMeta, decode, encode, entity_key)
+from kmon.metrics import GROUP_STATES
+from streaming.driver import ViewDriver, ViewOptions
+from streaming.entity_step import fold
+from streaming.exporter import FAMILIES, SnapshotHolder
+from streaming.record_log import RecordLog
+from streaming.records import EntityRecord, record_from_json, record_to_json
+from tests.unit.test_exporter import errors, scrape
+
+# Fixed examples (derandomize) so that CI runs what ran here; no example database in the tree.
+# Drawing the examples is most of the cost: these counts keep the file within seconds.
+FAST = settings(max_examples=100, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PER_KIND = settings(FAST, max_examples=15)   # x 11 kinds
+
+# ------------------------------------------------------------------ valid events of every kind
+
+texts = st.text(max_size=6)
+small = st.integers(0, 5)
+millis = st.integers(0, 2**42)
+brokers = st.integers(0, 4)
+broker_ids = st.lists(brokers, max_size=4, unique=True).map(tuple)
+partition_map = st.dictionaries(st.integers(0, 3), broker_ids, max_size=3)
+topics = st.sampled_from(["t", "orders"])
+
+
+def optional(strategy: st.SearchStrategy) -> st.SearchStrategy:
+    return st.none() | strategy
+
+
+STATES: dict[str, st.SearchStrategy] = {   # kind -> its valid states; built once, as drawing is the cost
+    "controller": st.builds(ControllerState, st.integers(-1, 4), optional(small), optional(millis), optional(small)),
+    "broker": st.builds(
+        BrokerState, brokers, optional(texts), optional(st.integers(-1, 65535)), optional(texts),
+        st.lists(st.builds(Endpoint, texts, texts, st.integers(0, 65535), texts), max_size=2).map(tuple),
+        st.integers(-1, 65535), optional(millis), small,
+        st.dictionaries(texts, st.dictionaries(texts, st.integers(0, 2**15 - 1), max_size=2), max_size=2)),
+    "topic": st.builds(
+        TopicState, topics, optional(texts), partition_map, partition_map, partition_map,
+        st.dictionaries(st.just("min.insync.replicas") | texts, st.sampled_from(["2", "-1", "x"]) | texts,
+                        max_size=2), small),
+    "partition": st.builds(PartitionState, topics, st.integers(0, 3), st.integers(-2, 4), small, broker_ids, small,
+                           st.integers(0, 1), small),
+    "reassignment": st.builds(
+        ReassignmentState, st.dictionaries(st.sampled_from(["t:0", "orders:1"]) | texts, broker_ids, max_size=2)),
+    "preferred_election": st.builds(PreferredElectionState, st.lists(texts, max_size=3).map(tuple)),
+    "topic_deletion": st.builds(TopicDeletionState, topics),
+    "isr_change": st.builds(IsrChangeState, st.lists(texts, max_size=3).map(tuple)),
+    "group": st.builds(
+        GroupState, st.sampled_from("gh"), st.sampled_from([*GROUP_STATES, "Unknown"]), st.integers(-1, 20),
+        texts, texts, optional(texts),
+        st.lists(st.builds(GroupMember, texts, texts, texts, optional(texts),
+                           st.lists(texts, max_size=2).map(tuple)), max_size=2).map(tuple),
+        optional(st.integers(-1, 4)), texts, optional(millis),
+        st.dictionaries(topics, st.builds(TopicLag, millis, optional(st.floats(0, 1e9)),
+                                          st.dictionaries(st.integers(0, 3), millis, max_size=2)), max_size=2),
+        st.sampled_from(["admin", "offsets"])),
+    "snapshot_begin": st.builds(SnapshotMarker, st.sampled_from(["s1", "s2"]), texts, small, optional(millis)),
+}
+STATES["snapshot_end"] = STATES["snapshot_begin"]
+IDENTITY: dict[str, Any] = {   # kind -> the entity id's parts, from the state
+    "broker": lambda s: (s.broker_id,), "topic": lambda s: (s.topic,), "partition": lambda s: (s.topic, s.partition),
+    "topic_deletion": lambda s: (s.topic,), "isr_change": lambda s: (len(s.partitions),), "group": lambda s: (s.group,),
+    "snapshot_begin": lambda s: ("zk",), "snapshot_end": lambda s: ("zk",),
+}
+assert set(STATES) == set(KINDS) == set(STATE_TYPES)
+
+
+@st.composite
+def events(draw: st.DrawFn, kinds: tuple[str, ...] = KINDS) -> Event:
+    kind = draw(st.sampled_from(kinds))
+    state = draw(STATES[kind])
+    op = "marker" if kind in MARKER_KINDS else draw(st.sampled_from(["upsert", "upsert", "delete"]))
+    return Event(cluster=draw(st.sampled_from(["c1", "c2"])), source="groups" if kind == "group" else "zk",
+                 kind=kind, entity=entity_key(kind, *IDENTITY.get(kind, lambda s: ())(state)), op=op,
+                 observed_ms=draw(millis), data=None if op == "delete" else state, zxid=draw(optional(millis)),
+                 znode=draw(optional(st.builds(ZnodeMeta, texts, millis, small, millis, small))),
+                 snapshot_id=draw(optional(st.sampled_from(["s1", "s2"]))))
+
+
+# ------------------------------------------------------------------ one value made hostile
+
+JsonPath = tuple[Any, ...]
+surrogate = texts.map(lambda s: s + "\ud800")   # what JSON's "\ud800" escape decodes to
+
+
+def places(doc: Any, at: JsonPath = ()) -> list[tuple[JsonPath, Any]]:
+    """Every value below the document's root, with its path."""
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    return [place for key, value in items for place in [((*at, key), value), *places(value, (*at, key))]]
+
+
+# JSON type -> values that no field holding one accepts (every int of the schema lies in [-2, 2**63));
+# the schema has no bool field, and a None field is optional, so it takes other values
+HOSTILE: dict[type, st.SearchStrategy] = {
+    int: st.sampled_from(["7", True, False, 7.0, [7], {"0": 7}])
+    | st.integers(max_value=-3) | st.integers(min_value=2**63, max_value=2**70),
+    float: st.sampled_from(["1.5", True, [1.5], float("nan"), float("inf"), float("-inf")])
+    | st.floats(max_value=-1e-9, allow_infinity=False),
+    str: st.sampled_from([0, 1, True, 1.5, ["s"], {"0": "s"}]) | surrogate,
+    list: st.sampled_from([{}, "1", 1, True]),
+    dict: st.sampled_from([[], "x", 0, False]),
+}
+
+
+@st.composite
+def poisoned(draw: st.DrawFn, doc: dict[str, Any]) -> str:
+    """A JSON document (an event, a stored record) with one value, or one object key below its
+    top level, made hostile."""
+    doc = json.loads(json.dumps(doc))   # a copy
+    # hypothesis favours the first spots: the state's, then the envelope's
+    spots = sorted(((at, value) for at, value in places(doc) if value is not None), key=lambda s: s[0][0] != "data")
+    at, value = draw(st.sampled_from(spots))
+    *parent_path, last = at
+    parent = doc
+    for key in parent_path:
+        parent = parent[key]
+    if isinstance(parent, dict) and parent_path and draw(st.booleans()):
+        parent[draw(surrogate)] = parent.pop(last)   # an unknown field, or a map key that is not Unicode
+    else:
+        parent[last] = draw(HOSTILE[type(value)])
+    return json.dumps(doc)
+
+
+def key_of(event: Event) -> str:
+    return f"{event.cluster}/{event.entity}"
+
+
+def wire(event: Event) -> dict[str, Any]:
+    return json.loads(encode(event))
+
+
+def record_of(event: Event) -> str | None:
+    """The stored record that folding ``event`` into a new key makes."""
+    return fold(key_of(event), None, [(0, 1, encode(event).decode())])["record"]
+
+
+def every_kind(test: Any) -> Any:
+    """``test(kind, data)`` for each kind, with PER_KIND examples each."""
+    return pytest.mark.parametrize("kind", KINDS)(PER_KIND(given(st.data())(test)))
+
+
+# ------------------------------------------------------------------ properties
+
+@every_kind
+def test_every_valid_event_decodes_back(kind: str, data: st.DataObject) -> None:
+    event = data.draw(events((kind,)))
+    assert decode(encode(event)) == event
+
+
+@every_kind
+def test_a_bad_event_is_counted_and_the_entity_keeps_its_last_good_state(kind: str, data: st.DataObject) -> None:
+    event = data.draw(events((kind,)))
+    good = record_of(event)
+    bad = data.draw(poisoned(wire(event)))
+    with pytest.raises(MalformedEvent):
+        decode(bad)
+    out = fold(key_of(event), good, [(2, 7, bad)])
+    assert out["malformed"] == {"unknown": 1}
+    assert (out["malformed_partition"], out["malformed_offset"]) == (2, 7)
+    assert out["record"] == good
+
+
+@settings(FAST, max_examples=40)
+@given(st.data())
+def test_a_batch_with_bad_events_is_counted_and_every_family_still_renders(data: st.DataObject) -> None:
+    good = data.draw(st.lists(events(), min_size=1, max_size=8))
+    bad = [(key_of(e), data.draw(poisoned(wire(e)))) for e in data.draw(st.lists(st.sampled_from(good), max_size=4))]
+    with tempfile.TemporaryDirectory() as d:
+        holder = SnapshotHolder()
+        driver = ViewDriver(RecordLog(Path(d)), holder, ViewOptions(detail="all"), "kmon-events")
+        offsets = itertools.count()
+        states: dict[str, str | None] = {}
+        expected_malformed = 0
+        batches = [[(key_of(e), encode(e).decode()) for e in good], bad]
+        for batch, values in enumerate(batches):
+            rows_by_key: dict[str, list] = defaultdict(list)   # as Spark groups the topic by key
+            for key, value in values:
+                rows_by_key[key].append((0, next(offsets), value))
+            outs = [fold(key, states.get(key), rows) for key, rows in rows_by_key.items()]
+            states.update((out["key"], out["record"]) for out in outs)
+            expected_malformed += sum(n for out in outs for n in out["malformed"].values())
+            driver.on_batch(batch, outs, started=0.0)
+        series = scrape(holder)
+    assert set(errors(series).values()) <= {0}
+    counted = sum(v for (name, _), v in series.items() if name == "kmon_malformed_total")
+    assert counted == expected_malformed >= len(bad)
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | texts | surrogate,
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+                           max_leaves=12)
+field_names = st.sampled_from(sorted({f for cls in (Event, *STATE_TYPES.values())
+                                      for f in cls.__dataclass_fields__}))
+
+
+@FAST
+@given(st.binary(max_size=40) | json_values.map(json.dumps)
+       | st.dictionaries(field_names, json_values | st.dictionaries(field_names, json_values)).map(json.dumps)
+       | st.builds(lambda doc, kind: json.dumps({**doc, "v": 1, "kind": kind}),
+                   st.dictionaries(field_names, json_values), st.sampled_from(KINDS)))
+def test_decode_raises_malformed_event_and_nothing_else(value: bytes | str) -> None:
+    try:
+        event = decode(value)
+    except MalformedEvent:
+        return
+    assert decode(encode(event)) == event
+
+
+@every_kind
+def test_a_bad_stored_record_raises_malformed_event_and_nothing_else(kind: str, data: st.DataObject) -> None:
+    event = data.draw(events((kind,)))
+    record = record_of(event)
+    assume(record is not None)   # an end marker without its begin makes none
+    stored = json.loads(record)
+    if data.draw(st.booleans()):   # the state, as decode sees it
+        text = json.dumps({**stored, "event": data.draw(poisoned(wire(event)))})
+    else:                          # the record around it
+        text = data.draw(poisoned(stored))
+    with pytest.raises(MalformedEvent):
+        record_from_json(text)
+
+
+# ------------------------------------------------------------------ known poisons, by example
+
+BASE = {"v": 1, "cluster": "c1", "source": "zk", "op": "upsert", "observed_ms": 1}
+
+
+@pytest.mark.parametrize("value", [
+    '{"v": []}',                                           # was a TypeError out of decode
+    "[" * 100_000 + "]" * 100_000,                         # RecursionError
+    '{"v": 1, "x": ' + "1" * 5000 + "}",                   # ValueError: too many digits
+    b"\xff\xfe",
+    json.dumps({**BASE, "v": True, "kind": "controller", "entity": "controller",
+                "data": {"broker_id": 1, "epoch": None}}),
+    json.dumps({**BASE, "kind": "partition", "entity": "partition:t:0",
+                "data": {"topic": "t", "partition": 0, "leader": 1, "leader_epoch": 0, "isr": ["1", "2"],
+                         "controller_epoch": 1}}),
+    json.dumps({**BASE, "kind": "topic", "entity": "topic:t", "data": {"topic": "t", "topic_id": None,
+                                                                       "replicas": {"0": [1, "2"]}}}),
+    json.dumps({**BASE, "kind": "topic", "entity": "topic:t", "data": {"topic": "t", "topic_id": None,
+                                                                       "replicas": []}}),
+    json.dumps({**BASE, "kind": "topic", "entity": "topic:t", "data": {"topic": "t", "topic_id": None,
+                                                                       "replicas": {"+1": [1]}}}),
+    json.dumps({**BASE, "source": "groups", "kind": "group", "entity": "group:g",
+                "data": {"group": "\ud800", "state": "Stable", "generation": 1}}),
+    json.dumps({**BASE, "source": "groups", "kind": "group", "entity": "group:g",
+                "data": {"group": "g", "state": "Stable", "generation": 10**400}}),
+    json.dumps({**BASE, "source": "groups", "kind": "group", "entity": "group:g",
+                "data": {"group": "g", "state": "Stable", "generation": 1, "members": None}}),
+    json.dumps({**BASE, "source": "groups", "kind": "group", "entity": "group:g",
+                "data": {"group": "g", "state": "Stable", "generation": 1,
+                         "lag": {"t": {"lag": 1, "lag_seconds": float("inf")}}}}),
+    json.dumps({**BASE, "source": "kafka", "kind": "controller", "entity": "controller",
+                "data": {"broker_id": 1, "epoch": None}}),
+])
+def test_known_poisons_are_malformed(value: str | bytes) -> None:
+    with pytest.raises(MalformedEvent):
+        decode(value)
+
+
+def test_unknown_envelope_fields_are_ignored_but_unknown_state_fields_are_not() -> None:
+    doc = {**BASE, "kind": "controller", "entity": "controller", "data": {"broker_id": -1, "epoch": None}}
+    assert decode(json.dumps({**doc, "added_later": 1})).data == ControllerState(-1, None)
+    with pytest.raises(MalformedEvent, match="unknown fields"):
+        decode(json.dumps({**doc, "data": {**doc["data"], "added_later": 1}}))
+
+
+# ------------------------------------------------------------------ records stored by a laxer kmon
+
+CONTROLLER = EntityRecord("c1", "controller", "controller", "zk", ControllerState(1, 3), zxid=4)
+
+
+def poisoned_record() -> EntityRecord:
+    """What an older kmon stored after an ISR event with strings for broker ids."""
+    return EntityRecord(cluster="c1", entity="partition:t:0", kind="partition", source="zk",
+                        state=PartitionState("t", 0, 1, 0, ("1", "2"), 1), zxid=5)  # type: ignore[arg-type]
+
+
+def test_a_poisoned_state_store_record_is_dropped_counted_and_rebuilt() -> None:
+    event = Event("c1", "zk", "partition", "partition:t:0", "upsert", 9, PartitionState("t", 0, 1, 0, (1, 2), 1), 6)
+    out = fold("c1/partition:t:0", record_to_json(poisoned_record()), [(0, 3, encode(event).decode())])
+    assert "PartitionState.isr" in out["dropped_state"]
+    assert record_from_json(out["record"]).state == event.data and out["malformed"] == {}
+    holder = SnapshotHolder()
+    with tempfile.TemporaryDirectory() as d:
+        ViewDriver(RecordLog(Path(d)), holder, ViewOptions(), "kmon-events").on_batch(0, [out], started=0.0)
+    assert scrape(holder)[("kmon_malformed_total", frozenset({"cluster": "c1", "source": "unknown"}.items()))] == 1
+
+
+def test_a_poisoned_record_log_does_not_stop_the_restart_and_is_counted(tmp_path: Path) -> None:
+    lines = [{"key": "c1/controller", "record": record_to_json(CONTROLLER)},
+             {"key": "c1/partition:t:0", "record": record_to_json(poisoned_record())},
+             {"key": "c1/other", "record": record_to_json(replace(CONTROLLER, counters={"isr_shrinks:x": 1}))},
+             {"key": "c1/broker:1", "record": '{"counters": []}'},
+             ["not", "a", "line"]]
+    (tmp_path / "full-1.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines) + "{cut\n")
+    loaded = RecordLog(tmp_path).load()
+    assert loaded.records == {"c1/controller": CONTROLLER}
+    assert loaded.dropped == {"c1": 3, "unknown": 2}
+    holder = SnapshotHolder()
+    ViewDriver(RecordLog(tmp_path), holder, ViewOptions(), "kmon-events")
+    series = scrape(holder)
+    assert series[("kmon_malformed_total", frozenset({"cluster": "c1", "source": "unknown"}.items()))] == 3
+    assert series[("kmon_controller_id", frozenset({"cluster": "c1"}.items()))] == 1
+    assert errors(series) == dict.fromkeys(FAMILIES, 0)
+
+
+def test_a_bad_delta_line_keeps_the_key_s_earlier_record(tmp_path: Path) -> None:
+    (tmp_path / "full-1.jsonl").write_text(json.dumps({"key": "c1/controller", "record": record_to_json(CONTROLLER)}) + "\n")
+    (tmp_path / "delta-2.jsonl").write_text(json.dumps({"key": "c1/controller", "record": "{}"}) + "\n")
+    assert RecordLog(tmp_path).load().records == {"c1/controller": CONTROLLER}
