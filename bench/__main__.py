@@ -8,6 +8,7 @@ import sys
 import time
 
 from bench import failover, groups, scrape, stream, zk
+from kmon.monitor import MonitorOptions
 
 
 def _table(rows: list[dict]) -> str:
@@ -32,8 +33,12 @@ def main() -> int:
     z.add_argument("--samples", type=int, default=200, help="ISR flips timed one at a time, per size")
     g = sub.add_parser("groups", help="the consumer-group collector beside kafka-consumer-groups")
     g.add_argument("--groups", default="1000,10000")
-    f = sub.add_parser("failover", help="broker death -> views, by the Kafka source's timeout (two apps side by side)")
-    f.add_argument("--rounds", type=int, default=3, help="brokers killed (and restarted), one after the other")
+    f = sub.add_parser("failover", help="broker deaths -> views -> alerts, events on their own cluster beside "
+                                        "events on the monitored one")
+    f.add_argument("--rounds", type=int, default=21,
+                   help="brokers killed (and restarted) one after the other: follower, leader, controller, ...")
+    f.add_argument("--trigger", type=float, default=MonitorOptions().trigger_seconds,
+                   help="the stream apps' trigger interval (s)")
     args = p.parse_args()
     log = lambda msg: print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
     print(f"machine: {platform.node()} {platform.machine()}, python {platform.python_version()}", file=sys.stderr)
@@ -42,7 +47,7 @@ def main() -> int:
     elif args.what == "groups":
         rows = groups.run([int(n) for n in args.groups.split(",")], log)
     elif args.what == "failover":
-        rows = failover.run(args.rounds, log)
+        rows = failover.run(args.rounds, args.trigger, log)
     elif args.what == "zk":
         rows = zk.run([int(n) for n in args.partitions.split(",")], args.samples, log)
     else:

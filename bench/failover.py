@@ -1,128 +1,196 @@
-"""Broker death -> the views show it, while the dead broker led partitions of the events topic.
+"""Broker deaths -> views -> alerts, with kmon's events on their own cluster and on the monitored one.
 
-Two `kmon stream` apps read the same events topic side by side, one with Kafka's default
-API timeout for Spark's Kafka source (60 s), one with kmon's (10 s). Each round SIGKILLs
-the broker leading most events-topic partitions and times, from the kill, the broker's
-delete event on the topic (the ZooKeeper session timeout, 6 s here) and each app's
-/metrics showing one broker fewer; then restarts the broker and waits for both apps to
-show it back.
+One monitored cluster (3 brokers, fast failure detection) and two complete monitors of it side
+by side, each a ZooKeeper collector and a `kmon stream` app: one publishes its events to kmon's
+own events cluster (one KRaft node), the other to the monitored cluster itself. One Prometheus
+scrapes both and evaluates kmon's alert rules. Each round SIGKILLs a broker, cycling through
+a follower, the broker leading most partitions of the monitored cluster's events topic, and the
+controller; from the kill it times each monitor's /metrics showing the broker down (and, for a
+controller, the new controller) and BrokerDown firing in Prometheus; then restarts the broker
+and waits until both monitors show it back and the alert is resolved.
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import time
+import urllib.parse
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from confluent_kafka.admin import AdminClient
 
-from bench.harness import TopicReader, check_alive, kmon_argv, local_stack, process
+from bench.harness import check_alive, kmon_argv, local_stack, process
 from bench.measure import metric_sum, percentile, wait
-from kmon.events import entity_key
+from kmon.monitor import MonitorOptions
+from kmon.stack import configs
 from kmon.stack.local import LocalStack
 from kmon.stack.process import Spawned, free_port
 
-CLUSTER = "bench-failover"
-TOPIC = "kmon-events"
 BROKERS = 3
-TIMEOUTS_S = (60.0, 10.0)   # Kafka's default.api.timeout.ms, kmon stream's --kafka-timeout
+KINDS = ("follower", "leader", "controller")
+PLACEMENTS = ("own", "monitored")   # where a monitor's events travel
+ALERT = "BrokerDown"
+
+
+@dataclass(frozen=True)
+class Monitor:
+    placement: str
+    cluster: str          # the name it reports the monitored cluster under
+    stream_port: int
+    collector_port: int
 
 
 @dataclass(frozen=True)
 class Round:
-    event_s: float               # kill -> the broker's delete event on the topic (nan if not seen)
-    shown_s: dict[float, float]  # Kafka timeout -> kill -> that app's /metrics showing the death
+    kind: str
+    victim: int
+    view_s: dict[str, float]    # placement -> kill -> its /metrics show the death
+    alert_s: dict[str, float]   # placement -> kill -> BrokerDown firing for the victim
 
     def __str__(self) -> str:
-        return f"event {self.event_s:.1f} s, " + ", ".join(f"{t:g} s app {s:.1f} s" for t, s in self.shown_s.items())
+        return f"{self.kind} {self.victim}: " + ", ".join(
+            f"{p} view {self.view_s[p]:.1f} s alert {self.alert_s[p]:.1f} s" for p in PLACEMENTS)
 
 
-def _brokers_shown(port: int) -> float:
+def _shows_death(m: Monitor, victim: int, kind: str, old_controller: int) -> bool:
     try:
-        return metric_sum(port, "kmon_brokers", cluster=CLUSTER)
-    except OSError:   # the app is still starting
-        return -1
+        down = metric_sum(m.stream_port, "kmon_broker_up", cluster=m.cluster, broker=str(victim)) == 0
+        if kind != "controller":
+            return down
+        controller = metric_sum(m.stream_port, "kmon_controller_id", cluster=m.cluster)
+        return down and controller not in (-1, old_controller)
+    except OSError:   # the app is restarting its HTTP server or still starting
+        return False
 
 
-def _busiest_leader(admin: AdminClient) -> int:
-    """The broker leading most partitions of the events topic."""
-    partitions = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions.values()
-    return Counter(p.leader for p in partitions if p.leader >= 0).most_common(1)[0][0]
+def _shows_alive(m: Monitor, victim: int) -> bool:
+    try:
+        return metric_sum(m.stream_port, "kmon_broker_up", cluster=m.cluster, broker=str(victim)) == 1 \
+            and metric_sum(m.stream_port, "kmon_brokers", cluster=m.cluster) == BROKERS
+    except OSError:
+        return False
+
+
+def _firing(prometheus: str) -> set[tuple[str, str]]:
+    """(cluster, broker) of every firing BrokerDown."""
+    with urllib.request.urlopen(f"{prometheus}/api/v1/alerts", timeout=10) as r:
+        alerts = json.loads(r.read())["data"]["alerts"]
+    return {(a["labels"].get("cluster", ""), a["labels"].get("broker", "")) for a in alerts
+            if a["labels"]["alertname"] == ALERT and a["state"] == "firing"}
+
+
+def _pending_or_firing(prometheus: str) -> int:
+    query = urllib.parse.urlencode({"query": f'ALERTS{{alertname="{ALERT}"}}'})
+    with urllib.request.urlopen(f"{prometheus}/api/v1/query?{query}", timeout=10) as r:
+        return len(json.loads(r.read())["data"]["result"])
+
+
+def _victim(stack: LocalStack, admin: AdminClient, kind: str) -> int:
+    controller = stack.controller_id()
+    if kind == "controller":
+        return controller
+    topic = MonitorOptions().events_topic   # the monitored cluster's copy of the events topic
+    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
+    by_leading = [b for b, _ in Counter(p.leader for p in partitions if p.leader >= 0).most_common()
+                  if b != controller]
+    leader = by_leading[0] if by_leading else next(b for b in stack.broker_ids() if b != controller)
+    if kind == "leader":
+        return leader
+    return next(b for b in stack.broker_ids() if b not in (controller, leader))
 
 
 @contextlib.contextmanager
-def _apps(stack: LocalStack, progress: Callable[[str], None]) -> Iterator[dict[float, tuple[Spawned, int]]]:
-    """The two stream apps, by Kafka timeout: (process, metrics port)."""
+def _monitors(stack: LocalStack, trigger_s: float,
+              progress: Callable[[str], None]) -> Iterator[tuple[list[Monitor], str]]:
+    """Both monitors and a Prometheus scraping them; yields them and Prometheus' URL."""
     assert stack.state
+    topic = MonitorOptions().events_topic
+    events = {"own": stack.state.events_bootstrap_servers, "monitored": stack.state.bootstrap_servers}
+    monitors = [Monitor(p, f"bench-{p}", free_port(), free_port()) for p in PLACEMENTS]
     with contextlib.ExitStack() as running:
-        apps = {}
-        for timeout in TIMEOUTS_S:
-            port = free_port()
-            argv = kmon_argv("stream", "--bootstrap-servers", stack.state.bootstrap_servers,
-                             "--checkpoint", str(stack.dir / f"checkpoint-{timeout:g}"),
-                             "--metrics-port", str(port), "--master", "local[1]", "--trigger-interval", "1",
-                             "--kafka-timeout", str(timeout))
-            apps[timeout] = running.enter_context(process(argv, stack.dir / f"stream-{timeout:g}.log", "stream")), port
-        progress("starting two stream apps (Kafka timeout " + ", ".join(f"{t:g} s" for t in TIMEOUTS_S) + ")")
-        for timeout, (proc, port) in apps.items():
-            wait(lambda: check_alive(proc, f"stream ({timeout:g} s)") or _brokers_shown(port) == BROKERS, 300,
-                 f"the {timeout:g} s app showing {BROKERS} brokers", 0.5)
-        yield apps
+        procs: list[tuple[Spawned, str]] = []
+        for m in monitors:
+            collector = kmon_argv("collect", "zk", "--zookeeper", stack.state.zk_connect, "--cluster", m.cluster,
+                                  "--events-bootstrap-servers", events[m.placement], "--events-topic", topic,
+                                  "--metrics-port", str(m.collector_port))
+            stream = kmon_argv("stream", "--bootstrap-servers", events[m.placement], "--events-topic", topic,
+                               "--checkpoint", str(stack.dir / f"checkpoint-{m.placement}"),
+                               "--metrics-host", "127.0.0.1", "--metrics-port", str(m.stream_port),
+                               "--master", "local[1]", "--trigger-interval", str(trigger_s))
+            for argv, name in ((collector, "collect"), (stream, "stream")):
+                log = stack.dir / f"{name}-{m.placement}.log"
+                procs.append((running.enter_context(process(argv, log, name)), f"{name} ({m.placement})"))
+        port = free_port()
+        cfg = stack.dir / "bench-prometheus.yml"
+        cfg.write_text(configs.prometheus_config([f"127.0.0.1:{m.stream_port}" for m in monitors],
+                                                 [f"127.0.0.1:{m.collector_port}" for m in monitors],
+                                                 "127.0.0.1:9"))   # alerts are read from Prometheus itself
+        prometheus = [stack.tools.prometheus, f"--config.file={cfg}",
+                      f"--storage.tsdb.path={stack.dir / 'bench-prometheus-data'}",
+                      f"--web.listen-address=127.0.0.1:{port}"]
+        procs.append((running.enter_context(process(prometheus, stack.dir / "prometheus.log", str(cfg))),
+                      "prometheus"))
+        progress("starting two monitors (events on their own cluster / on the monitored one) and Prometheus")
+        for m in monitors:
+            wait(lambda: [check_alive(p, what) for p, what in procs] and all(
+                _shows_alive(m, b) for b in stack.broker_ids()), 300, f"the {m.placement} monitor up", 0.5)
+        yield monitors, f"http://127.0.0.1:{port}"
 
 
-def _round(stack: LocalStack, admin: AdminClient, reader: TopicReader,
-           apps: dict[float, tuple[Spawned, int]]) -> Round:
-    victim = _busiest_leader(admin)
-    key = f"{CLUSTER}/{entity_key('broker', victim)}".encode()
-    reader.poll({key})  # skip what is already there
-    pending = {t: port for t, (_, port) in apps.items()}
-    shown: dict[float, float] = {}
+def _round(stack: LocalStack, admin: AdminClient, monitors: list[Monitor], prometheus: str, kind: str) -> Round:
+    victim = _victim(stack, admin, kind)
+    old_controller = stack.controller_id()
+    views: dict[str, float] = {}
+    alerts: dict[str, float] = {}
     killed = time.perf_counter()
     stack.kill_broker(victim)
-    event_s = None
-    while pending and time.perf_counter() - killed < 300:
-        event = reader.poll({key}).get(key)
-        if event_s is None and event is not None and event.op == "delete":
-            event_s = time.perf_counter() - killed
-        for timeout, port in list(pending.items()):
-            if _brokers_shown(port) == BROKERS - 1:
-                shown[timeout] = time.perf_counter() - killed
-                del pending[timeout]
+    while (len(views) < len(monitors) or len(alerts) < len(monitors)) and time.perf_counter() - killed < 300:
+        firing = _firing(prometheus)
+        for m in monitors:
+            if m.placement not in views and _shows_death(m, victim, kind, old_controller):
+                views[m.placement] = time.perf_counter() - killed
+            if m.placement not in alerts and (m.cluster, str(victim)) in firing:
+                alerts[m.placement] = time.perf_counter() - killed
         time.sleep(0.1)
-    if pending:
-        raise TimeoutError(f"broker {victim}'s death not shown by the apps with timeout {sorted(pending)} in 300 s")
+    missing = [m.placement for m in monitors if m.placement not in views or m.placement not in alerts]
+    if missing:
+        raise TimeoutError(f"broker {victim} ({kind}) death not shown or alerted by {missing} in 300 s")
     stack.start_broker(victim)
-    for _, port in apps.values():
-        wait(lambda: _brokers_shown(port) == BROKERS, 300, f"broker {victim} back in the views", 0.5)
-    return Round(event_s if event_s is not None else float("nan"), shown)
+    for m in monitors:
+        wait(lambda: _shows_alive(m, victim), 300, f"broker {victim} back in the {m.placement} views", 0.5)
+    wait(lambda: _pending_or_firing(prometheus) == 0, 300, f"{ALERT} resolved", 0.5)
+    return Round(kind, victim, views, alerts)
 
 
-def run(rounds: int, progress: Callable[[str], None]) -> list[dict]:
-    with local_stack(BROKERS) as stack:
+def run(rounds: int, trigger_s: float, progress: Callable[[str], None]) -> list[dict]:
+    with local_stack(BROKERS, events_cluster=True) as stack:
         assert stack.state
-        boot = stack.state.bootstrap_servers
-        collector = kmon_argv("collect", "zk", "--zookeeper", stack.state.zk_address, "--cluster", CLUSTER,
-                              "--events-bootstrap-servers", boot, "--events-topic", TOPIC,
-                              "--metrics-port", str(free_port()))
-        with process(collector, stack.dir / "collector-zk.log", "collect"), \
-                contextlib.closing(TopicReader(boot, TOPIC)) as reader, _apps(stack, progress) as apps:
-            admin = AdminClient({"bootstrap.servers": boot})
+        admin = AdminClient({"bootstrap.servers": stack.state.bootstrap_servers})
+        with _monitors(stack, trigger_s, progress) as (monitors, prometheus):
             results = []
             for n in range(rounds):
-                results.append(_round(stack, admin, reader, apps))
+                results.append(_round(stack, admin, monitors, prometheus, KINDS[n % len(KINDS)]))
                 progress(f"round {n + 1}/{rounds}: {results[-1]}")
     return _rows(results)
 
 
 def _rows(results: list[Round]) -> list[dict]:
     rows = []
-    base = [r.shown_s[TIMEOUTS_S[-1]] for r in results]
-    for timeout in TIMEOUTS_S:
-        times = [r.shown_s[timeout] for r in results]
-        rows.append({"kafka_timeout_s": timeout, "rounds": len(results),
-                     "kill_to_event_on_topic_p50_s": percentile([r.event_s for r in results], 0.5),
-                     "kill_to_views_p50_s": percentile(times, 0.5), "kill_to_views_max_s": max(times),
-                     "rounds_over_30s": sum(t > 30 for t in times),
-                     "p50_ratio": percentile(times, 0.5) / percentile(base, 0.5), "max_ratio": max(times) / max(base)})
+    for placement in PLACEMENTS:
+        for kind in (*KINDS, "all"):
+            chosen = [r for r in results if kind in ("all", r.kind)]
+            if not chosen:
+                continue
+            views = [r.view_s[placement] for r in chosen]
+            alerts = [r.alert_s[placement] for r in chosen]
+            after = [r.alert_s[placement] - r.view_s[placement] for r in chosen]
+            rows.append({"events_on": placement, "kills": kind, "n": len(chosen),
+                         "kill_to_view_p50_s": percentile(views, 0.5), "kill_to_view_p99_s": percentile(views, 0.99),
+                         "kill_to_view_max_s": max(views),
+                         "kill_to_alert_p50_s": percentile(alerts, 0.5),
+                         "kill_to_alert_p99_s": percentile(alerts, 0.99), "kill_to_alert_max_s": max(alerts),
+                         "view_to_alert_max_s": max(after)})
     return rows

@@ -17,11 +17,12 @@ from kmon.stack.toolchain import find_toolchain
 
 
 @contextlib.contextmanager
-def local_stack(brokers: int = 1) -> Iterator[LocalStack]:
-    """ZooKeeper and ``brokers`` brokers in a temporary directory, stopped on exit (and with this process)."""
+def local_stack(brokers: int = 1, events_cluster: bool = False) -> Iterator[LocalStack]:
+    """ZooKeeper and ``brokers`` brokers (and kmon's events cluster if asked) in a temporary directory,
+    stopped on exit (and with this process)."""
     with tempfile.TemporaryDirectory(prefix="kmon-bench-") as tmp:
         stack = LocalStack(Path(tmp) / "stack", find_toolchain(), die_with_parent=True)
-        stack.up(StackRequest(brokers=brokers, fast=True, prometheus=False))
+        stack.up(StackRequest(brokers=brokers, fast=True, prometheus=False, events_cluster=events_cluster))
         try:
             yield stack
         finally:
