@@ -13,7 +13,7 @@ from collectors.publisher import PublisherConfig
 from collectors.runner import Running, running
 from collectors.zk.collector import ZkCollector, ZkCollectorConfig
 from kmon import config
-from kmon.cli import stop_on_signals   # kmon.cli imports this module only inside build_parser
+from kmon.signals import stop_on_signals
 from kmon.reachability import watch
 
 log = logging.getLogger("kmon.collector")
@@ -51,7 +51,7 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
     config.flag(p, "--cluster", type=cluster_name, help="the cluster's name in events and metrics (required)")
     config.flag(p, "--events-bootstrap-servers", type=config.host_port_list, metavar="HOST:PORT[,...]",
                 help="Kafka cluster holding the events topic (required)")
-    config.flag(p, "--events-topic", default="kmon-events", type=topic_name,
+    config.flag(p, "--events-topic", default=PublisherConfig.topic, type=topic_name,
                 help="events topic; created compacted if missing")
     config.flag(p, "--metrics-port", default=0, type=config.port,
                 help="port of /metrics and /healthz (0 = a free port, logged at start)")

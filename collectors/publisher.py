@@ -35,7 +35,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from collectors.client_logs import LibrdkafkaLog
 from collectors.telemetry import Telemetry
-from kmon.events import Event, encode
+from kmon.events import EVENTS_TOPIC, Event, encode
 from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability
 
 log = logging.getLogger("kmon.collector.publisher")
@@ -72,7 +72,7 @@ class TopicSettings:
 @dataclass(frozen=True)
 class PublisherConfig:
     bootstrap_servers: str
-    topic: str = "kmon-events"
+    topic: str = EVENTS_TOPIC
     buffer_size: int = 100_000     # events held while the events cluster is unreachable
     max_in_flight: int = 10_000    # handed to the producer but not yet acknowledged
     unhealthy_after_s: float = 60  # /healthz fails when an event has waited longer than this

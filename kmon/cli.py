@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
 from pathlib import Path
-from typing import Callable
 
 from kmon import config
 from kmon.monitor import MonitorOptions, start_monitor
+from kmon.signals import wait_for_shutdown_signal
 from kmon.stack.local import LocalStack, StackError, StackRequest, StackState
 from kmon.stack.toolchain import MissingTool, find_toolchain
 
@@ -68,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(handler=cmd_stack_status)
 
     from streaming.cli import add_stream_parser
-    add_stream_parser(sub, stop_on_signals)
+    add_stream_parser(sub)
     from dashboards.cli import add_dashboards_parser
     add_dashboards_parser(sub)
     from collectors.cli import add_collect_parser; add_collect_parser(sub)  # noqa: E702
@@ -165,24 +163,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         stack.down()
     return 0
-
-
-def stop_on_signals(stopped: threading.Event) -> None:
-    """SIGTERM and SIGINT set ``stopped``; the command then shuts down in order."""
-    def handler(signum: int, _frame: object) -> None:
-        log.info("received %s, shutting down", signal.Signals(signum).name)
-        stopped.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, handler)
-
-
-def wait_for_shutdown_signal(on_ready: Callable[[], None]) -> None:
-    """Block until SIGTERM or SIGINT; the caller's ``finally`` does the cleanup."""
-    stopped = threading.Event()
-    stop_on_signals(stopped)
-    on_ready()
-    stopped.wait()
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Callable, Literal, Mapping
 
 SCHEMA_VERSION = 1
+EVENTS_TOPIC = "kmon-events"   # the events topic unless a command is told another
 SUPPORTED_VERSIONS = frozenset({1})
 
 Source = Literal["zk", "groups"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from kmon.events import EVENTS_TOPIC
 from kmon.stack.local import LocalStack
 
 COLLECTORS = ("zk", "groups")
@@ -16,7 +17,7 @@ COLLECTORS = ("zk", "groups")
 @dataclass(frozen=True)
 class MonitorOptions:
     cluster: str = "local"
-    events_topic: str = "kmon-events"
+    events_topic: str = EVENTS_TOPIC
     trigger_seconds: float = 1.0
     groups_poll_seconds: float = 5.0
     spark_master: str = "local[2]"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, start_http_server
 
+from kmon.events import EVENTS_TOPIC
 from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_probing, tcp_probe, watch
 from streaming import entity_step
 from streaming.driver import ViewDriver, ViewOptions
@@ -30,7 +31,7 @@ log = logging.getLogger("kmon.stream")
 @dataclass(frozen=True)
 class StreamConfig:
     bootstrap_servers: str
-    events_topic: str = "kmon-events"
+    events_topic: str = EVENTS_TOPIC
     checkpoint: Path = Path(".kmon/checkpoint")
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 9308

@@ -7,19 +7,20 @@ import threading
 from pathlib import Path
 
 from kmon import config
+from kmon.signals import stop_on_signals
 from kmon.stack.toolchain import find_toolchain
 from streaming.app import StreamApp, StreamConfig, run_until
 from streaming.driver import ViewOptions
 
 
-def add_stream_parser(sub: argparse._SubParsersAction, on_signal) -> None:
+def add_stream_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("stream", help="the Spark Structured Streaming views, exported to Prometheus",
                        description="Read the events topic with Spark's Kafka source, keep the ISR, leader "
                                    "balance, controller and consumer-group views in Spark state "
                                    "(RocksDB, checkpointed) and serve them on /metrics.")
     config.flag(p, "--bootstrap-servers", type=config.host_port_list,
                 help="Kafka cluster holding the events topic (required)")
-    config.flag(p, "--events-topic", default="kmon-events", help="events topic")
+    config.flag(p, "--events-topic", default=StreamConfig.events_topic, help="events topic")
     config.flag(p, "--checkpoint", default=Path(".kmon/checkpoint"), type=Path,
                 help="checkpoint directory (Spark state + the views' record log)")
     config.flag(p, "--metrics-host", default="0.0.0.0", help="address of the /metrics endpoint")
@@ -41,7 +42,7 @@ def add_stream_parser(sub: argparse._SubParsersAction, on_signal) -> None:
     config.flag(p, "--startup-timeout", default=0.0, type=config.non_negative_float, metavar="SECONDS",
                 help="exit 1 when the events cluster has not answered this long after the start (Spark starts "
                      "only once it has; 0: keep retrying, and say so in the log)")
-    p.set_defaults(handler=lambda args: cmd_stream(args, on_signal))
+    p.set_defaults(handler=cmd_stream)
 
 
 def stream_config(args: argparse.Namespace) -> StreamConfig:
@@ -61,7 +62,7 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
         spark_jars=() if submitted else tuple(find_toolchain().spark_jar_list()))
 
 
-def cmd_stream(args: argparse.Namespace, on_signal) -> int:
+def cmd_stream(args: argparse.Namespace) -> int:
     stop = threading.Event()
-    on_signal(stop)
+    stop_on_signals(stop)
     return run_until(StreamApp(stream_config(args)), stop)

@@ -119,7 +119,7 @@ def test_0_healthy_cluster_is_exported_and_fires_nothing(mon: LocalStack) -> Non
     eventually(lambda: v(mon, "kmon_brokers") == 3, 180, "brokers exported")
     assert v(mon, "kmon_controller_id") == mon.controller_id()
     assert v(mon, "kmon_active_controller_count") == 1
-    # Prometheus scrapes both collectors and the stream (5 s interval, rules every 5 s)
+    # Prometheus scrapes both collectors and the stream (every 2 s, rules every 2 s)
     eventually(lambda: len([r for r in prom(mon, "/api/v1/query", query='up == 1')["result"]]) == 3, 90,
                "all kmon targets up in Prometheus")
     evaluations = RuleEvaluations(mon)

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 import streaming.driver
-from kmon.events import ControllerState, Event, ZnodeMeta, encode
+from kmon.events import EVENTS_TOPIC, ControllerState, Event, ZnodeMeta, encode
 from streaming.driver import ViewDriver, ViewOptions
 from streaming.entity_step import fold
 from streaming.exporter import SnapshotHolder
@@ -33,7 +33,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def test_batches_do_not_build_views_the_first_scrape_does_once(tmp_path: Path, builds: list[int]) -> None:
     holder = SnapshotHolder()
-    driver = ViewDriver(RecordLog(tmp_path), holder, ViewOptions(), "kmon-events")
+    driver = ViewDriver(RecordLog(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
     for zxid, broker in enumerate((1, 2, 3), start=1):
         driver.on_batch(zxid, [controller_row(broker, zxid, zxid)], started=0.0)
     assert builds == []
@@ -45,7 +45,7 @@ def test_batches_do_not_build_views_the_first_scrape_does_once(tmp_path: Path, b
 
 def test_a_snapshot_keeps_its_records_while_later_batches_change_them(tmp_path: Path, builds: list[int]) -> None:
     holder = SnapshotHolder()
-    driver = ViewDriver(RecordLog(tmp_path), holder, ViewOptions(), "kmon-events")
+    driver = ViewDriver(RecordLog(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
     driver.on_batch(1, [controller_row(1, 1, 1)], started=0.0)
     before = holder.get()
     driver.on_batch(2, [controller_row(2, 2, 2)], started=0.0)

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from kmon.events import (KINDS, MARKER_KINDS, STATE_TYPES, BrokerState, ControllerState, Endpoint, Event,
+from kmon.events import (EVENTS_TOPIC, KINDS, MARKER_KINDS, STATE_TYPES, BrokerState, ControllerState, Endpoint, Event,
                          GroupMember, GroupState, IsrChangeState, MalformedEvent, PartitionState,
                          PreferredElectionState, ReassignmentState, SnapshotMarker, TopicDeletionState,
                          TopicLag, TopicState, ZnodeMeta, decode, encode, entity_key)
@@ -192,7 +192,7 @@ def test_a_batch_with_bad_events_is_counted_and_every_family_still_renders(data:
     bad = [(key_of(e), data.draw(poisoned(wire(e)))) for e in data.draw(st.lists(st.sampled_from(good), max_size=4))]
     with tempfile.TemporaryDirectory() as d:
         holder = SnapshotHolder()
-        driver = ViewDriver(RecordLog(Path(d)), holder, ViewOptions(detail="all"), "kmon-events")
+        driver = ViewDriver(RecordLog(Path(d)), holder, ViewOptions(detail="all"), EVENTS_TOPIC)
         offsets = itertools.count()
         states: dict[str, str | None] = {}
         expected_malformed = 0
@@ -308,7 +308,7 @@ def test_a_poisoned_state_store_record_is_dropped_counted_and_rebuilt() -> None:
     assert record_from_json(out["record"]).state == event.data and out["malformed"] == {}
     holder = SnapshotHolder()
     with tempfile.TemporaryDirectory() as d:
-        ViewDriver(RecordLog(Path(d)), holder, ViewOptions(), "kmon-events").on_batch(0, [out], started=0.0)
+        ViewDriver(RecordLog(Path(d)), holder, ViewOptions(), EVENTS_TOPIC).on_batch(0, [out], started=0.0)
     assert scrape(holder)[("kmon_malformed_total", frozenset({"cluster": "c1", "source": "unknown"}.items()))] == 1
 
 
@@ -323,7 +323,7 @@ def test_a_poisoned_record_log_does_not_stop_the_restart_and_is_counted(tmp_path
     assert loaded.records == {"c1/controller": CONTROLLER}
     assert loaded.dropped == {"c1": 3, "unknown": 2}
     holder = SnapshotHolder()
-    ViewDriver(RecordLog(tmp_path), holder, ViewOptions(), "kmon-events")
+    ViewDriver(RecordLog(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
     series = scrape(holder)
     assert series[("kmon_malformed_total", frozenset({"cluster": "c1", "source": "unknown"}.items()))] == 3
     assert series[("kmon_controller_id", frozenset({"cluster": "c1"}.items()))] == 1

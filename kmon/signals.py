@@ -1,0 +1,27 @@
+"""Graceful shutdown of kmon's long-running commands: SIGTERM and SIGINT end them in order."""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Callable
+
+log = logging.getLogger("kmon")
+
+
+def stop_on_signals(stopped: threading.Event) -> None:
+    """SIGTERM and SIGINT set ``stopped``; the command then shuts down in order."""
+    def handler(signum: int, _frame: object) -> None:
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        stopped.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
+
+
+def wait_for_shutdown_signal(on_ready: Callable[[], None]) -> None:
+    """Block until SIGTERM or SIGINT; the caller's ``finally`` does the cleanup."""
+    stopped = threading.Event()
+    stop_on_signals(stopped)
+    on_ready()
+    stopped.wait()
