@@ -1,13 +1,14 @@
 """Issue 5: the Spark app on a real Kafka, fed with schema events, read back over /metrics."""
 from __future__ import annotations
 
+import json
 from functools import partial
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from kmon.events import BrokerState, ControllerState, TopicState
+from kmon.events import BrokerState, ControllerState, Event, PartitionState, TopicState, encode
 from kmon.stack.local import LocalStack
 from streaming.app import StreamApp, StreamConfig
 from tests import support
@@ -68,10 +69,19 @@ def test_views_follow_events_and_survive_replays_restarts_and_garbage(stack: Loc
     zxid = ev.zxid
     ev.partition(0, 1, (1, 2), 0, zxid=zxid - 1)
     ev.partition(1, 2, (2, 1), 0, zxid=zxid)
-    # garbage on the topic: counted, skipped, the query keeps running
+    # garbage on the topic: counted, skipped, the query keeps running; and the right shape with the
+    # wrong types (broker ids as strings): rejected at decode, so the partition keeps its last good
+    # state and every /metrics request is still served
+    hostile = json.loads(encode(Event(cluster=CLUSTER, source="zk", kind="partition", entity="partition:orders:0",
+                                      op="upsert", observed_ms=1, data=PartitionState("orders", 0, 1, 9, (1,), 1),
+                                      zxid=10**6)))
+    hostile["data"]["isr"] = ["1", "x"]
+    ev.raw(f"{CLUSTER}/partition:orders:0".encode(), json.dumps(hostile).encode())
     ev.raw(b"itest/partition:orders:0", b"{not json")
     ev.raw(None, b"\x00\x01garbage")
-    eventually(lambda: (value(port, "kmon_malformed_total", source="unknown") or 0) >= 1, 60, "malformed counted")
+    eventually(lambda: (value(port, "kmon_malformed_total", source="unknown") or 0) >= 2, 60, "malformed counted")
+    assert [v for (name, labels), v in metrics(port).items()
+            if name == "kmon_partition_isr_size" and ("partition", "0") in labels] == [2.0]
     # a leader election after the garbage still applies
     ev.partition(1, 1, (1,), 1)
     eventually(lambda: value(port, "kmon_leader_elections_total", topic="orders") == 1, 60, "election")
