@@ -76,12 +76,14 @@ def apply_event(record: EntityRecord | None, event: Event) -> tuple[EntityRecord
     if event.kind in MARKER_KINDS:
         return _apply_marker(record, event)
     if record is not None and record.zxid is not None and event.zxid is not None:
-        # An upsert at the record's zxid was applied already; a delete at that zxid
-        # removes the state it was read with, so only an older one is ignored.
+        # Only an older event is ignored. An upsert at the record's zxid is a re-read when its
+        # state is the record's (_upsert finds it a duplicate); with another state it is newer:
+        # an entity of several znodes (/controller + /controller_epoch) read one part before and
+        # one after a multi-op that wrote both at one zxid (Kafka's controller election) was
+        # half stale, and the read that follows it carries the same zxid. A delete at that zxid
+        # removes the state it was read with.
         if event.zxid < record.zxid:
             return _touch(record, event), Applied.STALE
-        if event.zxid == record.zxid and event.op == "upsert":
-            return _touch(record, event), Applied.DUPLICATE
     if event.op == "delete":
         return _delete(record, event)
     return _upsert(record, event)

@@ -128,6 +128,20 @@ def test_controller_changes():
     assert outcomes[-1] is Applied.DUPLICATE
 
 
+def test_a_new_state_at_the_records_zxid_is_applied():
+    """Kafka elects a controller with one multi-op (create /controller, set /controller_epoch):
+    a collector that read /controller before it and /controller_epoch after it emitted "none,
+    epoch 4" at the multi's zxid; the new controller's event has that same zxid."""
+    events = [zk("controller", "controller", ControllerState(2, 3), 300),
+              zk("controller", "controller", ControllerState(-1, 4), 400),
+              zk("controller", "controller", ControllerState(3, 4), 400),
+              zk("controller", "controller", ControllerState(3, 4), 400)]   # a resync's re-read
+    rec, outcomes = fold(events)
+    assert rec.state == ControllerState(3, 4)
+    assert rec.counters == {"controller_changes": 2}
+    assert outcomes == [Applied.APPLIED, Applied.APPLIED, Applied.APPLIED, Applied.DUPLICATE]
+
+
 @pytest.mark.parametrize("event", [
     zk("topic", "partition:t:0", TopicState("t", None, {}), 1),          # kind of another record
     zk("partition", "partition:t:0", TopicState("t", None, {}), 1),      # data of another kind
