@@ -101,6 +101,11 @@ class Reachability:
         else:
             self.failed(error)
 
+    def down_for(self) -> float:
+        """Seconds out of reach so far; 0 while reached."""
+        with self._lock:
+            return 0.0 if self._down_since is None else self._clock() - self._down_since
+
     def line(self) -> str | None:
         """The unreachable line as of now, or None while reached."""
         with self._lock:

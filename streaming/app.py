@@ -76,6 +76,12 @@ class StreamApp:
     def metrics_port(self) -> int:
         return self._server.server_port if self._server else self.cfg.metrics_port
 
+    def restart_query(self) -> None:
+        """A new run of the query, from the checkpoint, in the same Spark session and exporter."""
+        assert self._spark is not None and self.driver is not None
+        self._query = _query(self._spark, self.cfg, self.driver)
+        log.info("the query runs again from the checkpoint")
+
     def failure(self) -> str | None:
         """Why the query stopped on its own, if it did."""
         if self._query is not None and not self._query.isActive:
@@ -191,20 +197,32 @@ def run_until(app: StreamApp, stop: threading.Event, poll_seconds: float = 1.0) 
             return 1
         if stop.is_set():
             return 0
-        reach.then = f"Spark's Kafka source retries; the query gives up after {cfg.kafka_outage_limit_s:g} s"
+        limit = cfg.kafka_outage_limit_s
+        reach.then = f"Spark's Kafka source retries; the query gives up after {limit:g} s"
         app.start()
-        watch(stop, [reach], until=lambda: app.failure() is not None, every=poll_seconds)
-        failure = app.failure()
-        if stop.is_set() or failure is None:
-            return 0
-        reach.then = f"the query gave up (--kafka-outage-limit {cfg.kafka_outage_limit_s:g} s); exiting"
-        away = reach.line()
-        if away:   # Spark's own words (a Java stack trace) are only for those who ask
-            log.error("%s", away)
+        while True:
+            watch(stop, [reach], until=lambda: app.failure() is not None, every=poll_seconds)
+            failure = app.failure()
+            if stop.is_set() or failure is None:
+                return 0
+            if not reach.out_of_reach:
+                log.error("the streaming query failed: %s", failure)
+                return 1
+            # A task reading the events topic gave up while the cluster is away (in local mode one
+            # failed task fails the query), though the outage limit is not reached: sit through the
+            # rest of it, then go on from the checkpoint (Spark's stack trace only at debug).
             log.debug("the streaming query failed: %s", failure)
-        else:
-            log.error("the streaming query failed: %s", failure)
-        return 1
+            log.warning("the query stopped while the events bootstrap %s is away; it restarts from the "
+                        "checkpoint once that answers (--kafka-outage-limit %g s)", cfg.bootstrap_servers, limit)
+            watch(stop, [reach], until=lambda: not reach.out_of_reach or reach.down_for() > limit,
+                  every=poll_seconds)
+            if stop.is_set():
+                return 0
+            if reach.out_of_reach:
+                reach.then = f"the query gave up (--kafka-outage-limit {limit:g} s); exiting"
+                log.error("%s", reach.line())
+                return 1
+            app.restart_query()
     finally:
         probing.set()
         app.stop()
