@@ -414,6 +414,7 @@ def test_10_events_cluster_outage_loses_nothing_and_the_stream_sits_through(mon:
     """Issue 11: kmon's events cluster is away for a minute while the monitored cluster changes."""
     topic = "s10-outage"
     assert mon.state
+    eventually(lambda: v(mon, "kmon_brokers") == 3, 180, "views live before the outage")
     stream_pid = mon.component("stream").pid
     resyncs = collector_value(mon, "zk", "kmon_collector_resyncs_total")
     controller = mon.controller_id()
