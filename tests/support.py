@@ -7,7 +7,7 @@ import time
 import urllib.request
 from typing import Any, Callable, TypeVar
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -31,6 +31,18 @@ def eventually(probe: Callable[[], T], timeout: float = 60, what: str = "conditi
             last = e
         time.sleep(interval)
     raise AssertionError(f"{what}: not true after {timeout}s (last: {last!r})")
+
+
+def leave_group(consumer: Consumer, timeout: float = 10) -> None:
+    """Close a subscribed consumer after leaving its group through the poll loop. A close() that
+    must itself serve a rebalance can hang for ever in rd_kafka_assign (librdkafka#4884), and
+    confluent-kafka holds the GIL there: the whole test process froze in a CI run."""
+    consumer.unsubscribe()
+    settle = time.monotonic() + 1   # the revoke arrives through poll(), maybe not at once
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < settle or (consumer.assignment() and time.monotonic() < deadline):
+        consumer.poll(0.2)
+    consumer.close()
 
 
 def never(probe: Callable[[], Any], until: Callable[[], Any], timeout: float, what: str,

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 from collectors.groups.collector import GroupsCollector, GroupsConfig, NameFilter
 from kmon.events import Event, GroupState
 from kmon.stack.local import LocalStack
-from tests.support import create_topic, eventually
+from tests.support import create_topic, eventually, leave_group
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +63,7 @@ class Member:
                 else:
                     self._done.wait(0.2)
         finally:
-            self._consumer.close()  # leaves the group
+            leave_group(self._consumer)
 
     def close(self) -> None:
         self._done.set()

@@ -18,7 +18,8 @@ from tests.conftest import running_stack
 from kmon.events import decode
 from kmon.metrics import CATALOG
 from streaming.records import CONTROLLER_CHANGES, apply_event
-from tests.support import assigned_replicas, create_topic, eventually, metrics, never, partition_state, value
+from tests.support import (assigned_replicas, create_topic, eventually, leave_group, metrics, never, partition_state,
+                           value)
 
 pytestmark = pytest.mark.integration
 CLUSTER = "scenarios"
@@ -255,7 +256,7 @@ class Member(threading.Thread):
                 time.sleep(0.1)
                 continue
             self.consumer.poll(0.2)
-        self.consumer.close()
+        leave_group(self.consumer)
 
     def leave(self) -> None:
         self.stop.set()
