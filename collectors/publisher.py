@@ -192,8 +192,10 @@ class Publisher:
             if self.reachability.out_of_reach and time.monotonic() >= next_probe:
                 self._probe(producer)
                 next_probe = time.monotonic() + PROBE_S
-            # new events wake us at once; while some are in flight, poll often for their reports
-            self._wake.wait(0.05 if self._in_flight else 1.0)
+            if self._in_flight:   # returns at the first delivery report: what waits for room goes at once
+                producer.poll(0.05)
+            else:                 # new events wake us at once
+                self._wake.wait(1.0)
         producer.flush(1)
 
     def _producer(self) -> Producer:

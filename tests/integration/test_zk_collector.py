@@ -77,7 +77,7 @@ class EventLog:
     def upserts(self, entity: str) -> list[Any]:
         return [e.data for e in self.of(entity) if e.op == "upsert"]
 
-    def snapshot(self, reason: str) -> tuple[Event, list[Event]]:
+    def snapshot(self, reason: str, timeout: float = 90) -> tuple[Event, list[Event]]:
         """Wait for a completed snapshot: its end marker and all its entities (the markers and the
         entities travel on different partitions)."""
         def complete(log: EventLog) -> tuple[Event, list[Event]] | None:
@@ -86,7 +86,7 @@ class EventLog:
                 if sum(e.op == "upsert" for e in events) == end.data.entities:
                     return end, events
             return None
-        return self.wait(complete, f"the {reason} snapshot")
+        return self.wait(complete, f"the {reason} snapshot", timeout)
 
     def in_snapshot(self, snapshot_id: str) -> list[Event]:
         return [e for events in self.by_key.values() for e in events
@@ -487,7 +487,9 @@ def test_events_cluster_down_buffers_drops_oldest_and_resyncs_when_back(small_st
         assert h.run.collector.health() is None   # the ZooKeeper side is fine
 
         small_stack.start_broker(1)
-        _, snapshot = h.log.snapshot("buffer_overflow")
+        # the resync re-sends the whole shared stack's tree (every earlier test's topics) through an
+        # in-flight window of 2 events, after the producer's reconnect backoff (up to 10 s)
+        _, snapshot = h.log.snapshot("buffer_overflow", timeout=240)
         assert {f"partition:{topic_name}:{p}" for p in range(12)} <= {e.entity for e in snapshot}
         eventually(lambda: h.metric("kmon_collector_buffered_events") == 0, 60, "buffer drained")
         assert h.metric("kmon_collector_producer_errors_total") > 0
