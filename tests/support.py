@@ -7,11 +7,11 @@ import time
 import urllib.request
 from typing import Any, Callable, TypeVar
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from kmon.events import Event, PartitionState, ZnodeMeta, encode, entity_key
+from kmon.events import Event, PartitionState, ZnodeMeta, decode, encode, entity_key
 from kmon.stack.local import LocalStack
 
 T = TypeVar("T")
@@ -43,6 +43,31 @@ def leave_group(consumer: Consumer, timeout: float = 10) -> None:
     while time.monotonic() < settle or (consumer.assignment() and time.monotonic() < deadline):
         consumer.poll(0.2)
     consumer.close()
+
+
+def events_on(bootstrap: str, topic: str) -> list[Event]:
+    """Every event on ``topic`` up to its current end, each partition in offset order (tombstones left out)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"itest-{time.monotonic_ns()}",
+                         "enable.auto.commit": False})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        done = {p for p, end in ends.items() if end == 0}
+        found = []
+        while len(done) < len(ends):
+            msg = consumer.poll(5)
+            if msg is None:
+                raise AssertionError(f"reading {topic} stalled; partitions read to the end: {sorted(done)}")
+            if msg.error() is not None:
+                continue
+            if msg.value() is not None:
+                found.append(decode(msg.value()))
+            if msg.offset() + 1 >= ends[msg.partition()]:
+                done.add(msg.partition())
+        return found
+    finally:
+        consumer.close()
 
 
 def never(probe: Callable[[], Any], until: Callable[[], Any], timeout: float, what: str,

@@ -65,21 +65,13 @@ def zookeeper_properties(data_dir: Path, port: int, profile: Profile) -> str:
     })
 
 
-def broker_properties(broker_id: int, port: int, log_dir: Path, zk_connect: str,
-                      brokers: int, profile: Profile) -> str:
-    rf = min(3, brokers)
-    values: dict[str, object] = {
-        "broker.id": broker_id,
-        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+def _small_server(log_dir: Path, rf: int, offsets_partitions: int) -> dict[str, object]:
+    """What every local Kafka server shares: small internal topics, few threads, a day of data."""
+    return {
         "log.dirs": log_dir,
-        "zookeeper.connect": zk_connect,
-        "zookeeper.session.timeout.ms": profile.zk_session_timeout_ms,
-        "replica.lag.time.max.ms": profile.replica_lag_time_max_ms,
         "num.partitions": 1,
-        "default.replication.factor": rf,
         "offsets.topic.replication.factor": rf,
-        "offsets.topic.num.partitions": 10,
+        "offsets.topic.num.partitions": offsets_partitions,
         "transaction.state.log.replication.factor": rf,
         "transaction.state.log.min.isr": 1,
         "group.initial.rebalance.delay.ms": 0,
@@ -87,6 +79,21 @@ def broker_properties(broker_id: int, port: int, log_dir: Path, zk_connect: str,
         "num.io.threads": 2,
         "num.recovery.threads.per.data.dir": 1,
         "log.retention.hours": 24,
+    }
+
+
+def broker_properties(broker_id: int, port: int, log_dir: Path, zk_connect: str,
+                      brokers: int, profile: Profile) -> str:
+    rf = min(3, brokers)
+    values: dict[str, object] = {
+        "broker.id": broker_id,
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "zookeeper.connect": zk_connect,
+        "zookeeper.session.timeout.ms": profile.zk_session_timeout_ms,
+        "replica.lag.time.max.ms": profile.replica_lag_time_max_ms,
+        "default.replication.factor": rf,
+        **_small_server(log_dir, rf, offsets_partitions=10),
         "delete.topic.enable": "true",
     }
     values.update(profile.extra_broker_props)
@@ -105,17 +112,7 @@ def events_node_properties(port: int, controller_port: int, log_dir: Path) -> st
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "inter.broker.listener.name": "PLAINTEXT",
-        "log.dirs": log_dir,
-        "num.partitions": 1,
-        "offsets.topic.replication.factor": 1,
-        "offsets.topic.num.partitions": 3,
-        "transaction.state.log.replication.factor": 1,
-        "transaction.state.log.min.isr": 1,
-        "group.initial.rebalance.delay.ms": 0,
-        "num.network.threads": 2,
-        "num.io.threads": 2,
-        "num.recovery.threads.per.data.dir": 1,
-        "log.retention.hours": 24,
+        **_small_server(log_dir, 1, offsets_partitions=3),
     })
 
 

@@ -12,13 +12,11 @@ import uuid
 from typing import Iterator
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
 from collectors.publisher import Publisher, PublisherConfig
 from collectors.telemetry import Telemetry
-from kmon.events import ControllerState, Event, decode
+from kmon.events import ControllerState, Event
 from kmon.stack.local import LocalStack
-from tests.support import eventually
+from tests.support import eventually, events_on
 
 pytestmark = pytest.mark.integration
 CLUSTER = "pubtest"
@@ -47,31 +45,6 @@ class Feeder(threading.Thread):
             for key in range(KEYS):
                 self.publisher.publish(event(key, seq))
             self.sent = seq + 1
-
-
-def received(bootstrap: str, topic: str) -> dict[str, list[int]]:
-    """Every event on ``topic``: entity -> its sequence numbers in topic order."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"pubtest-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False})
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
-        seen: dict[str, list[int]] = {}
-        done: set[int] = {p for p, end in ends.items() if end == 0}
-        while len(done) < len(ends):
-            msg = consumer.poll(5)
-            if msg is None:
-                raise AssertionError(f"reading {topic} stalled; partitions read to the end: {sorted(done)}")
-            if msg.error() is not None:
-                continue
-            e = decode(msg.value())
-            seen.setdefault(e.entity, []).append(e.zxid)
-            if msg.offset() + 1 >= ends[msg.partition()]:
-                done.add(msg.partition())
-        return seen
-    finally:
-        consumer.close()
 
 
 @pytest.fixture(params=[0.02, 2.0], ids=["busy", "sparse"])
@@ -118,7 +91,9 @@ def test_every_event_arrives_in_order_while_leaders_of_the_events_topic_die(
     feeder.halt.set()
     feeder.join(10)
     assert publisher.flush(60) == 0, "events still waiting after the brokers are back"
-    seen = received(stack.state.bootstrap_servers, topic)
+    seen: dict[str, list[int]] = {}
+    for e in events_on(stack.state.bootstrap_servers, topic):
+        seen.setdefault(e.entity, []).append(e.zxid)
     assert sorted(seen) == sorted(f"controller-{k}" for k in range(KEYS))
     for entity, seqs in seen.items():
         # in order, nothing missing; a retried batch may only repeat what came right before it

@@ -12,14 +12,14 @@ from typing import Iterator
 import pytest
 from confluent_kafka import Consumer, ElectionType, TopicPartition
 
+from kmon.events import EVENTS_TOPIC
+from kmon.metrics import CATALOG
 from kmon.monitor import MonitorOptions, start_monitor
 from kmon.stack.local import LocalStack
-from tests.conftest import running_stack
-from kmon.events import decode
-from kmon.metrics import CATALOG
 from streaming.records import CONTROLLER_CHANGES, apply_event
-from tests.support import (assigned_replicas, create_topic, eventually, leave_group, metrics, never, partition_state,
-                           value)
+from tests.conftest import running_stack
+from tests.support import (assigned_replicas, create_topic, eventually, events_on, leave_group, metrics, never,
+                           partition_state, value)
 
 pytestmark = pytest.mark.integration
 CLUSTER = "scenarios"
@@ -85,30 +85,6 @@ class RuleEvaluations:
         return len(self.seen) > n
 
 
-def events_of(stack: LocalStack, entity: str) -> list:
-    """Every event of one entity on the events topic, in order (what the stream folds)."""
-    assert stack.state
-    consumer = Consumer({"bootstrap.servers": stack.state.events_bootstrap_servers,
-                         "group.id": f"scenarios-{time.monotonic_ns()}", "enable.auto.commit": False})
-    try:
-        topic = MonitorOptions().events_topic
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        done = {p for p, end in ends.items() if end == 0}
-        found = []
-        while len(done) < len(ends):
-            msg = eventually(lambda: consumer.poll(1), 30, "reading the events topic")
-            if msg.error() is None:
-                if msg.key() == f"{CLUSTER}/{entity}".encode() and msg.value() is not None:
-                    found.append(decode(msg.value()))
-                if msg.offset() + 1 >= ends[msg.partition()]:
-                    done.add(msg.partition())
-        return found
-    finally:
-        consumer.close()
-
-
 def wait_for_topic(stack: LocalStack, topic: str, partitions: int) -> None:
     eventually(lambda: v(stack, "kmon_partitions", topic=topic) == partitions
                and v(stack, "kmon_under_replicated_partitions", topic=topic) == 0, 90, f"{topic} exported healthy")
@@ -161,7 +137,9 @@ def test_2_controller_killed_is_replaced_and_repeated_kills_flap(mon: LocalStack
         mon.start_broker(old)
     # every change on the events topic counted exactly once, whatever the collector saw
     record = None
-    for event in events_of(mon, "controller"):
+    assert mon.state
+    for event in [e for e in events_on(mon.state.events_bootstrap_servers, EVENTS_TOPIC)
+                  if (e.cluster, e.entity) == (CLUSTER, "controller")]:
         record, _ = apply_event(record, event)
     assert record is not None
     eventually(lambda: v(mon, "kmon_controller_changes_total") == record.counters.get(CONTROLLER_CHANGES, 0), 30,
