@@ -22,7 +22,8 @@ def main() -> int:
     p = argparse.ArgumentParser(prog="python -m bench", description="kmon benchmarks (figures for bench/README.md)")
     sub = p.add_subparsers(dest="what", required=True)
     s = sub.add_parser("scrape", help="views + /metrics cost at N partitions (no Spark)")
-    s.add_argument("--partitions", default="10000,100000")
+    s.add_argument("--partitions", default="1000,10000,100000")
+    s.add_argument("--partition-detail", default="unhealthy", choices=["unhealthy", "all", "none"])
     st = sub.add_parser("stream", help="the Spark app on a real broker")
     st.add_argument("--partitions", type=int, default=100_000)
     st.add_argument("--backlog", type=int, default=1_000_000)
@@ -43,7 +44,7 @@ def main() -> int:
     log = lambda msg: print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
     print(f"machine: {platform.node()} {platform.machine()}, python {platform.python_version()}", file=sys.stderr)
     if args.what == "scrape":
-        rows = [scrape.run(int(n)) for n in args.partitions.split(",")]
+        rows = [scrape.run(int(n), args.partition_detail) for n in args.partitions.split(",")]
     elif args.what == "groups":
         rows = groups.run([int(n) for n in args.groups.split(",")], log)
     elif args.what == "failover":

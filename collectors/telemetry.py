@@ -7,12 +7,12 @@ All state lives in a :class:`Telemetry` object handed to the parts that report t
 from __future__ import annotations
 
 import logging
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
+from kmon import http
 from kmon.metrics import CATALOG
 
 log = logging.getLogger("kmon.collector.telemetry")
@@ -44,41 +44,22 @@ class Telemetry:
 
     def serve(self, port: int, host: str = "") -> int:
         """Serve /metrics and /healthz on ``port`` (0 = a free one) in a daemon thread; returns the port."""
-        self._server = ThreadingHTTPServer((host, port), _handler(self))
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="kmon-telemetry-http", daemon=True).start()
+        self._server = http.serve(host, port, {"/metrics": self._metrics_page, "/healthz": self._health_page},
+                                  "kmon-telemetry-http")
         bound = self._server.server_address[1]
         log.info("metrics on http://%s:%d/metrics, health on /healthz", host or "0.0.0.0", bound)
         return bound
 
     def close(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            http.stop(self._server)
             self._server = None
 
+    def _metrics_page(self) -> tuple[int, str, bytes]:
+        return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
 
-def _handler(telemetry: Telemetry) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
-                self._reply(200, generate_latest(telemetry.registry), CONTENT_TYPE_LATEST)
-            elif path == "/healthz":
-                problems = telemetry.problems()
-                body = "ok\n" if not problems else "unhealthy: " + "; ".join(problems) + "\n"
-                self._reply(503 if problems else 200, body.encode(), "text/plain; charset=utf-8")
-            else:
-                self._reply(404, b"not found: try /metrics or /healthz\n", "text/plain; charset=utf-8")
+    def _health_page(self) -> tuple[int, str, bytes]:
+        problems = self.problems()
+        body = "ok\n" if not problems else "unhealthy: " + "; ".join(problems) + "\n"
+        return 503 if problems else 200, http.TEXT, body.encode()
 
-        def _reply(self, status: int, body: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # scrapes every few seconds would drown the collector's own log
-
-    return Handler

@@ -97,7 +97,7 @@ CATALOG: tuple[MetricSpec, ...] = (
     _m("stream_input_rows_total", "counter", (), "self", "Rows read from the events topic."),
     _m("stream_state_rows", "gauge", (), "self", "Entities held in the view state."),
     _m("view_errors_total", "counter", ("family",), "self",
-       "Scrapes where building this view family failed: its metrics were left out, the others served (logged)."),
+       "Builds (one per micro-batch that changed its cluster) where this view family failed: its metrics are left out until it builds again, the others served (logged)."),
     # the collectors' own /metrics
     _m("collector_events_total", "counter", ("source", "kind"), "collector", "Events emitted."),
     _m("collector_malformed_total", "counter", ("source", "kind"), "collector",

@@ -16,14 +16,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, start_http_server
-
+from kmon import http
 from kmon.events import EVENTS_TOPIC
 from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_probing, tcp_probe, watch
 from streaming import entity_step
-from streaming.driver import ViewDriver, ViewOptions
-from streaming.exporter import SnapshotHolder, ViewsCollector
+from streaming.driver import ViewDriver
+from streaming.exporter import serve_metrics
 from streaming.record_log import RecordLog
+from streaming.snapshot import SnapshotHolder
+from streaming.views import ViewOptions
 
 log = logging.getLogger("kmon.stream")
 
@@ -61,9 +62,7 @@ class StreamApp:
     def start(self) -> None:
         cfg = self.cfg
         self.driver = ViewDriver(RecordLog(cfg.checkpoint / "kmon-views"), self.holder, cfg.views, cfg.events_topic)
-        registry = CollectorRegistry(auto_describe=True)
-        registry.register(ViewsCollector(self.holder))
-        self._server, _ = start_http_server(cfg.metrics_port, cfg.metrics_host, registry=registry)
+        self._server = serve_metrics(cfg.metrics_host, cfg.metrics_port, self.holder)
         log.info("exporter on http://%s:%d/metrics", cfg.metrics_host, self.metrics_port)
         started = time.monotonic()
         log.info("starting Spark (%s)...", cfg.master or "master from spark-submit")
@@ -74,7 +73,7 @@ class StreamApp:
 
     @property
     def metrics_port(self) -> int:
-        return self._server.server_port if self._server else self.cfg.metrics_port
+        return self._server.server_address[1] if self._server else self.cfg.metrics_port
 
     def restart_query(self) -> None:
         """A new run of the query, from the checkpoint, in the same Spark session and exporter."""
@@ -96,7 +95,7 @@ class StreamApp:
         if self._spark is not None:
             self._spark.stop()
         if self._server is not None:
-            self._server.shutdown()
+            http.stop(self._server)
         log.info("stream stopped")
 
 

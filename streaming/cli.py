@@ -10,7 +10,7 @@ from kmon import config
 from kmon.signals import stop_on_signals
 from kmon.stack.toolchain import find_toolchain
 from streaming.app import StreamApp, StreamConfig, run_until
-from streaming.driver import ViewOptions
+from streaming.views import ViewOptions
 
 
 def add_stream_parser(sub: argparse._SubParsersAction) -> None:

@@ -1,28 +1,22 @@
-"""The driver side of each micro-batch: merge changed records, persist, publish a snapshot (views are built on scrape).
+"""The driver side of each micro-batch: merge changed records, persist them, bring the views
+up to date and publish a snapshot for scrapes.
 
 No Spark here: it takes the batch's output rows as dicts, so it is tested without a cluster.
 """
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections import Counter
-from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
-from streaming.exporter import BatchStats, SelfStats, Snapshot, SnapshotHolder
 from streaming.record_log import RecordLog
 from streaming.records import UNKNOWN_SOURCE, EntityRecord, record_from_json
-from streaming.views import Detail, build_views
+from streaming.snapshot import Snapshot, SnapshotHolder
+from streaming.stats import BatchStats, SelfStats
+from streaming.views import ViewOptions, Views
 
 log = logging.getLogger("kmon.stream")
-
-
-@dataclass(frozen=True)
-class ViewOptions:
-    detail: Detail = "unhealthy"
-    default_min_isr: int = 1
 
 
 class ViewDriver:
@@ -30,11 +24,12 @@ class ViewDriver:
                  events_topic: str, clock: Callable[[], float] = time.time):
         self._log = record_log
         self._holder = holder
-        self._options = options
+        self._views = Views(options)
         self._topic = events_topic   # names where a malformed event is, in the log
         self._clock = clock
         loaded = record_log.load()
         self.records: dict[str, EntityRecord] = loaded.records
+        self._views.apply(self.records)
         self._stats = SelfStats()
         if self.records:
             log.info("restored %d entity records from %s", len(self.records), record_log.dir)
@@ -75,6 +70,8 @@ class ViewDriver:
             else:
                 self.records[key] = record
         self._log.append(batch_id, changed, self.records)
+        self._views.apply(changed)
+        self._views.refresh()   # before the clock stops: the delay measured is to the rendered view
         self._publish(BatchStats(duration_s=self._clock() - started, finished_ms=self._now_ms(),
                                  input_rows=dict(input_rows), events=dict(events),
                                  malformed=dict(malformed), newest_observed_ms=newest,
@@ -87,11 +84,7 @@ class ViewDriver:
             self._stats = self._stats.add(batch)
         else:
             self._stats = SelfStats(state_rows=dict(batch.state_rows), malformed=dict(batch.malformed))
-        # a copy: the next batch changes self.records while a scrape may still build from this one
-        records = tuple(self.records.values())
-        self._holder.set(Snapshot(functools.partial(build_views, records, batch.finished_ms,
-                                                    self._options.detail, self._options.default_min_isr),
-                                  self._stats))
+        self._holder.set(Snapshot(self._views.exposition(self._stats), self._stats))
 
     def _state_rows(self) -> dict[str, int]:
         return dict(Counter(r.cluster for r in self.records.values()))

@@ -3,51 +3,53 @@ from pathlib import Path
 
 import pytest
 
-import streaming.driver
-from kmon.events import EVENTS_TOPIC, ControllerState, Event, ZnodeMeta, encode
-from streaming.driver import ViewDriver, ViewOptions
+import streaming.views.isr
+from kmon.events import EVENTS_TOPIC, ControllerState, Event, PartitionState, TopicState, ZnodeMeta, encode
+from streaming.driver import ViewDriver
 from streaming.entity_step import fold
-from streaming.exporter import SnapshotHolder
 from streaming.record_log import RecordLog
+from streaming.snapshot import SnapshotHolder
+from streaming.views import ViewOptions
+from tests.unit.test_exporter import scrape
+from tests.unit.test_views import value
+
+
+def row(kind: str, entity: str, state, zxid: int) -> dict:
+    event = Event(cluster="c1", source="zk", kind=kind, entity=entity, op="upsert", observed_ms=1_000 * zxid,
+                  data=state, zxid=zxid, znode=ZnodeMeta("/x", zxid, 0, 0))
+    return fold(f"c1/{entity}", None, [(0, zxid, encode(event).decode())])
 
 
 def controller_row(broker: int, epoch: int, zxid: int) -> dict:
-    event = Event(cluster="c1", source="zk", kind="controller", entity="controller", op="upsert",
-                  observed_ms=1_000 * zxid, data=ControllerState(broker, epoch), zxid=zxid,
-                  znode=ZnodeMeta("/controller", zxid, 0, 0))
-    return fold("c1/controller", None, [(0, zxid, encode(event).decode())])
+    return row("controller", "controller", ControllerState(broker, epoch), zxid)
 
 
-@pytest.fixture
-def builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many times views were built (each call appends the number of records)."""
-    calls: list[int] = []
-    real = streaming.driver.build_views
-
-    def counting(records, *args):
-        calls.append(len(records))
-        return real(records, *args)
-    monkeypatch.setattr(streaming.driver, "build_views", counting)
-    return calls
-
-
-def test_batches_do_not_build_views_the_first_scrape_does_once(tmp_path: Path, builds: list[int]) -> None:
-    holder = SnapshotHolder()
-    driver = ViewDriver(RecordLog(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
-    for zxid, broker in enumerate((1, 2, 3), start=1):
-        driver.on_batch(zxid, [controller_row(broker, zxid, zxid)], started=0.0)
-    assert builds == []
-    snapshot = holder.get()
-    assert snapshot.views.clusters["c1"].controller.broker_id == 3
-    assert snapshot.views is holder.get().views
-    assert builds == [1]
-
-
-def test_a_snapshot_keeps_its_records_while_later_batches_change_them(tmp_path: Path, builds: list[int]) -> None:
+def test_a_snapshot_keeps_what_it_showed_while_later_batches_change_the_records(tmp_path: Path) -> None:
     holder = SnapshotHolder()
     driver = ViewDriver(RecordLog(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
     driver.on_batch(1, [controller_row(1, 1, 1)], started=0.0)
     before = holder.get()
     driver.on_batch(2, [controller_row(2, 2, 2)], started=0.0)
-    assert before.views.clusters["c1"].controller.broker_id == 1
-    assert holder.get().views.clusters["c1"].controller.broker_id == 2
+    assert value(scrape(holder), "kmon_controller_id") == 2
+    holder.set(before)
+    assert value(scrape(holder), "kmon_controller_id") == 1
+
+
+def test_a_batch_renders_only_the_topics_it_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rendered: list[str] = []
+    real = streaming.views.isr._topic_text
+
+    def counting(model, topic):
+        rendered.append(topic)
+        return real(model, topic)
+    monkeypatch.setattr(streaming.views.isr, "_topic_text", counting)
+    holder = SnapshotHolder()
+    driver = ViewDriver(RecordLog(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
+    topics = [f"t{i}" for i in range(20)]
+    driver.on_batch(1, [row("topic", f"topic:{t}", TopicState(t, None, {0: (1, 2)}), 1) for t in topics], started=0.0)
+    assert sorted(rendered) == sorted(topics)
+    rendered.clear()
+    driver.on_batch(2, [row("partition", "partition:t7:0", PartitionState("t7", 0, 1, 1, (1,), 1), 2)], started=0.0)
+    assert rendered == ["t7"]
+    assert value(scrape(holder), "kmon_under_replicated_partitions", topic="t7") == 1
+    assert value(scrape(holder), "kmon_under_replicated_partitions", topic="t8") == 0

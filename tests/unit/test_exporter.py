@@ -1,103 +1,110 @@
+"""The exposition the stream app serves: catalogue names and labels, the text format, a family
+that fails costing only itself, and the HTTP server."""
 import logging
+import urllib.error
+import urllib.request
 from dataclasses import replace
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
-import streaming.exporter
 import streaming.views
+import streaming.views.self
 from kmon.events import BrokerState, ControllerState, Endpoint, GroupState, TopicLag
 from kmon.metrics import BY_NAME, GROUP_STATES, known_series_names
-from streaming.exporter import (EXPORTED, FAMILIES, BatchStats, SelfStats, Snapshot, SnapshotHolder,
-                                ViewsCollector)
-from streaming.views import (BrokerBalance, ClusterView, ClusterViews, ControllerView, GroupView,
-                             PartitionDetail, TopicIsr, build_views)
-from tests.unit.test_views import BROKERS, part, rec, topic
+from kmon import http
+from streaming.exporter import serve_metrics
+from streaming.snapshot import Snapshot, SnapshotHolder
+from streaming.stats import BatchStats, SelfStats
+from streaming.views import CLUSTER_FAMILIES, ViewOptions, Views
+from streaming.views.exposition import EXPORTED, FAMILIES, CONTENT_TYPE, Exposition, render
+from tests.unit.test_views import BROKERS, Series, broker, keyed, parse, part, rec, topic, value
 
-VIEW = ClusterView(
-    controller=ControllerView(broker_id=2, epoch=7, changes=3),
-    brokers={1: BrokerState(1, "h1", 9092, "r1"),
-             2: BrokerState(2, None, -1, None, endpoints=(Endpoint("SSL", "h2", 9093, "SSL"),))},
-    broker_up={1: 1, 2: 1, 3: 0},
-    topics={"orders": TopicIsr(partitions=3, under_replicated=1, offline=1, leader_elections=4),
-            "audit": TopicIsr(partitions=1)},
-    isr_shrinks={("orders", 3): 2},
-    isr_expands={("orders", 3): 1},
-    partition_detail=(PartitionDetail("orders", 2, 1, 3, -1),),
-    balance={1: BrokerBalance(leaders=2, preferred_leaders=2, imbalance_ratio=0.5, replicas=3)},
-    preferred_replica_imbalance=1,
-    reassigning_partitions=0,
-    groups={"billing": GroupView("Stable", members=2, generation=9, rebalances=5, state_seconds=12.5,
-                                 lag={"orders": TopicLag(100, 4.0), "audit": TopicLag(0, None)})},
-)
 STATS = SelfStats().add(BatchStats(duration_s=0.25, finished_ms=5_000, input_rows={"c1": 7},
                                    events={("c1", "zk", "partition"): 6},
                                    malformed={("c1", "zk"): 1},
                                    newest_observed_ms={("c1", "zk"): 4_000},
                                    state_rows={"c1": 40}))
+RECORDS = [*BROKERS,
+           rec("broker", "broker:4", BrokerState(4, None, -1, None, endpoints=(Endpoint("SSL", "h4", 9093, "SSL"),))),
+           topic("t", {0: (1, 2, 3), 1: (2, 3, 5)}), part("t", 0, 2, (2, 3), {"isr_shrinks:1": 2}),
+           part("t", 1, 5, (5,)),
+           rec("controller", "controller", ControllerState(1, 4), {"controller_changes": 3}),
+           rec("group", "group:g", GroupState("g", "Stable", 3, lag={"t": TopicLag(100, 4.0), "u": TopicLag(0, None)}),
+               {"rebalances": 5}, source="groups", state_since_ms=1_000)]
 
 
-def scrape(holder: SnapshotHolder | ViewsCollector) -> dict[tuple[str, frozenset], float]:
-    registry = CollectorRegistry()
-    registry.register(holder if isinstance(holder, ViewsCollector) else ViewsCollector(holder))
-    text = generate_latest(registry).decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+def exposed(records=RECORDS, stats: SelfStats = STATS, now_ms: int = 10_000, views: Views | None = None) -> Series:
+    views = views or Views(ViewOptions())
+    views.apply(keyed(records))
+    return parse(views.exposition(stats).body(now_ms))
 
 
-def holder_with(view: ClusterView, stats: SelfStats = STATS) -> SnapshotHolder:
-    return SnapshotHolder(Snapshot.of(ClusterViews(0, {"c1": view}), stats))
+def scrape(holder: SnapshotHolder, now_ms: int = 10_000) -> Series:
+    return parse(holder.get().exposition.body(now_ms))
 
 
-def value(series: dict, name: str, **labels) -> float:
-    return series[(name, frozenset({"cluster": "c1", **{k: str(v) for k, v in labels.items()}}.items()))]
+def families_served(series: Series) -> set[str]:
+    return {(BY_NAME.get(name) or BY_NAME[name + "_total"]).view for name, _ in series}
+
+
+def errors(series: Series) -> dict[str, float]:
+    return {dict(labels)["family"]: v for (name, labels), v in series.items() if name == "kmon_view_errors_total"}
 
 
 def test_every_series_is_in_the_catalog_with_its_labels():
-    series = scrape(holder_with(VIEW))
+    series = exposed()
     assert {name for name, _ in series} <= known_series_names()
     for name, labels in series:
         spec = BY_NAME.get(name) or BY_NAME[name + "_total"]
         assert sorted(dict(labels)) == sorted(spec.all_labels), name
 
 
-def test_no_view_or_self_metric_is_missing():
-    names = {name for name, _ in scrape(holder_with(VIEW))}
-    assert {spec.name for spec in EXPORTED} - names == set()
-    assert all(spec.view != "collector" for spec in EXPORTED)
+def test_every_family_is_served_and_its_error_counter_starts_at_0():
+    assert set(CLUSTER_FAMILIES) | {"self"} == set(FAMILIES) == {m.view for m in EXPORTED}
+    series = exposed()
+    assert {name for name, _ in series} >= {spec.name for spec in EXPORTED}, "no view or self metric is missing"
+    assert families_served(series) == set(FAMILIES)
+    assert errors(series) == dict.fromkeys(FAMILIES, 0)
 
 
-def test_values():
-    s = scrape(holder_with(VIEW))
-    assert value(s, "kmon_controller_id") == 2
-    assert value(s, "kmon_active_controller_count") == 1
-    assert value(s, "kmon_controller_changes_total") == 3
-    assert value(s, "kmon_brokers") == 2
-    assert value(s, "kmon_broker_up", broker=3) == 0
-    assert value(s, "kmon_broker_info", broker=1, host="h1", port=9092, rack="r1") == 1
-    assert value(s, "kmon_broker_info", broker=2, host="h2", port=9093, rack="") == 1
-    assert value(s, "kmon_under_replicated_partitions", topic="orders") == 1
-    assert value(s, "kmon_isr_shrinks_total", topic="orders", broker=3) == 2
-    assert value(s, "kmon_leader_elections_total", topic="orders") == 4
-    assert value(s, "kmon_partition_leader", topic="orders", partition=2) == -1
-    assert value(s, "kmon_broker_leader_imbalance_ratio", broker=1) == 0.5
-    assert value(s, "kmon_consumer_group_lag_seconds", group="billing", topic="orders") == 4.0
-    assert ("kmon_consumer_group_lag_seconds",
-            frozenset({"cluster": "c1", "group": "billing", "topic": "audit"}.items())) not in s
-    assert value(s, "kmon_consumer_group_rebalances_total", group="billing") == 5
-    assert [value(s, "kmon_consumer_group_state", group="billing", state=st) for st in GROUP_STATES] \
+@pytest.mark.parametrize("module", [m for m in vars(streaming.views).values()
+                                    if getattr(m, "FAMILY", None) is not None])
+def test_each_family_module_yields_exactly_its_catalogue_names(module):
+    """A metric's name leads to its code in one step: streaming/views/<its view>.py."""
+    views = Views(ViewOptions("all"))
+    views.apply(keyed(RECORDS))
+    texts = module.texts(STATS, ["c1"]) if module.FAMILY == "self" else module.texts(views._models["c1"])
+    names = {name for text in texts for name in (*text.lines, *text.ages)}
+    if module.FAMILY == "self":
+        names |= {name for text in streaming.views.self.error_texts({}, ["c1"]) for name in text.lines}
+    assert names == {spec.name for spec in EXPORTED if spec.view == module.FAMILY}
+
+
+def test_values_the_views_tests_do_not_cover():
+    s = exposed()
+    assert value(s, "kmon_broker_info", broker=4, host="h4", port=9093, rack="") == 1   # no PLAINTEXT listener
+    assert value(s, "kmon_consumer_group_lag_seconds", group="g", topic="t") == 4.0
+    assert value(s, "kmon_consumer_group_lag_seconds", group="g", topic="u") is None
+    assert value(s, "kmon_consumer_group_rebalances_total", group="g") == 5
+    assert [value(s, "kmon_consumer_group_state", group="g", state=st) for st in GROUP_STATES] \
         == [int(st == "Stable") for st in GROUP_STATES]
 
 
+def test_time_in_state_is_rendered_by_each_scrape():
+    views = Views(ViewOptions())
+    views.apply(keyed(RECORDS))
+    exposition = views.exposition(STATS)
+    assert [value(parse(exposition.body(ms)), "kmon_consumer_group_state_seconds", group="g")
+            for ms in (1_000, 4_000, 181_000)] == [0, 3, 180]
+
+
 def test_unknown_group_state_still_shows():
-    groups = {"g": replace(VIEW.groups["billing"], state="Unknown")}
-    s = scrape(holder_with(replace(VIEW, groups=groups)))
+    s = exposed([rec("group", "group:g", GroupState("g", "Unknown", 3), source="groups")])
     assert value(s, "kmon_consumer_group_state", group="g", state="Unknown") == 1
 
 
 def test_self_metrics():
-    s = scrape(holder_with(VIEW))
+    s = exposed()
     assert value(s, "kmon_events_total", source="zk", kind="partition") == 6
     assert value(s, "kmon_malformed_total", source="zk") == 1
     assert value(s, "kmon_last_event_timestamp_seconds", source="zk") == 4.0
@@ -119,76 +126,56 @@ def test_self_stats_accumulate():
 
 
 def test_removed_topic_and_group_leave_no_series():
-    holder = holder_with(VIEW)
-    assert any(("topic", "audit") in labels for _, labels in scrape(holder))
-    holder.set(Snapshot.of(ClusterViews(1, {"c1": replace(
-        VIEW, topics={"orders": VIEW.topics["orders"]}, groups={})}), STATS))
-    series = scrape(holder)
-    assert not any(("topic", "audit") in labels or ("group", "billing") in labels for _, labels in series)
-    assert value(series, "kmon_partitions", topic="orders") == 3
+    views = Views(ViewOptions())
+    assert any(("topic", "t") in labels for _, labels in exposed(views=views))
+    gone = [replace(r, state=None, deleted=True) for r in RECORDS if r.entity in ("topic:t", "group:g")]
+    series = exposed(gone, views=views)
+    assert not any(("topic", "t") in labels or ("group", "g") in labels for _, labels in series)
+    assert value(series, "kmon_brokers") == 4
 
 
-@pytest.mark.parametrize("snapshot", [None, Snapshot.of(ClusterViews(0, {}), SelfStats())])
-def test_empty_snapshot_scrapes(snapshot):
-    assert scrape(SnapshotHolder(snapshot)) == {}
+def test_empty_exposition():
+    assert Exposition.empty().body(0) == b""
+    assert parse(Views(ViewOptions()).exposition(SelfStats()).body(0)) == {}
+
+
+def test_label_values_are_escaped_as_prometheus_reads_them():
+    odd = 'a"b\\c\nd'
+    s = exposed([rec("group", "group:x", GroupState(odd, "Stable", 1), source="groups")])
+    assert value(s, "kmon_consumer_group_members", group=odd) == 0
+
+
+def test_render_refuses_labels_outside_the_catalogue():
+    with pytest.raises(ValueError, match="kmon_partitions"):
+        render("c1", [("kmon_partitions", {"topic": "t", "broker": 1}, 1)])
 
 
 # ------------------------------------------------------------------ one family failing
 
-RECORDS = [*BROKERS, topic("t", {0: (1, 2, 3)}), part("t", 0, 2, (2, 3)),
-           rec("controller", "controller", ControllerState(1, 4)),
-           rec("group", "group:g", GroupState("g", "Stable", 3), source="groups")]
-
-
-def families_served(series: dict) -> set[str]:
-    return {(BY_NAME.get(name) or BY_NAME[name + "_total"]).view for name, _ in series}
-
-
-def errors(series: dict) -> dict[str, float]:
-    return {dict(labels)["family"]: v for (name, labels), v in series.items() if name == "kmon_view_errors_total"}
-
-
-def test_every_family_is_served_and_its_error_counter_starts_at_0():
-    assert set(streaming.views._FAMILIES) | {"self"} == set(FAMILIES) == {m.view for m in EXPORTED}
-    series = scrape(SnapshotHolder(Snapshot.of(build_views(RECORDS, 0), STATS)))
-    assert families_served(series) == set(FAMILIES)
-    assert errors(series) == dict.fromkeys(FAMILIES, 0)
-
-
-def test_a_family_that_raises_while_building_costs_that_family_only(monkeypatch, caplog):
+def test_a_family_that_raises_costs_that_family_only(monkeypatch, caplog):
     def poisoned(*args):
         raise TypeError("'<' not supported between instances of 'str' and 'int'")
-    monkeypatch.setattr(streaming.views, "_balance", poisoned)
+    monkeypatch.setitem(CLUSTER_FAMILIES, "balance", poisoned)
     clock = [0.0]
-    collector = ViewsCollector(SnapshotHolder(Snapshot.of(build_views(RECORDS, 0), STATS)), lambda: clock[0])
+    views = Views(ViewOptions(), lambda: clock[0])
     with caplog.at_level(logging.ERROR, "kmon.stream"):
-        first, second = scrape(collector), scrape(collector)
+        first = exposed(views=views)
+        second = exposed([part("t", 0, 3, (3,))], views=views)
         clock[0] = 61.0
-        third = scrape(collector)
+        third = exposed([part("t", 0, 2, (2,))], views=views)
     assert families_served(first) == set(FAMILIES) - {"balance"}
-    assert value(first, "kmon_under_replicated_partitions", topic="t") == 1
-    assert value(first, "kmon_controller_id") == 1 and value(first, "kmon_brokers") == 3
+    assert value(first, "kmon_under_replicated_partitions", topic="t") == 2
+    assert value(first, "kmon_controller_id") == 1 and value(first, "kmon_brokers") == 4
     assert value(first, "kmon_consumer_group_generation", group="g") == 3
-    assert [errors(s)["balance"] for s in (first, second, third)] == [1, 2, 3]
+    assert [errors(s)["balance"] for s in (first, second, third)] == [1, 2, 3], "counted at each build"
     assert {f: n for f, n in errors(third).items() if f != "balance"} == dict.fromkeys(set(FAMILIES) - {"balance"}, 0)
     logged = [r for r in caplog.records if "balance" in r.getMessage()]
     assert len(logged) == 2, "logged at the first failure and once a minute after"
     assert "'<' not supported" in str(logged[0].exc_info[1])
 
 
-def test_a_family_that_raises_while_rendering_costs_that_family_only(monkeypatch):
-    def poisoned(view):
-        yield "kmon_consumer_group_members", {"group": "g"}, 1
-        raise ValueError("poisoned")
-    monkeypatch.setitem(streaming.exporter._VIEW_SAMPLES, "groups", poisoned)
-    series = scrape(holder_with(VIEW))
-    assert families_served(series) == set(FAMILIES) - {"groups"}, "nothing of a failed family is served"
-    assert errors(series)["groups"] == 1
-
-
 def test_a_value_the_exposition_cannot_write_costs_its_family_only():
-    huge = replace(VIEW, controller=ControllerView(broker_id=10**400, epoch=1, changes=0))
-    series = scrape(holder_with(huge))
+    series = exposed([*RECORDS, rec("controller", "controller", ControllerState(10**400, 1))])
     assert families_served(series) == set(FAMILIES) - {"controller"}
     assert errors(series)["controller"] == 1
 
@@ -196,7 +183,46 @@ def test_a_value_the_exposition_cannot_write_costs_its_family_only():
 def test_self_failing_keeps_the_views(monkeypatch):
     def poisoned(*args):
         raise KeyError("poisoned")
-    monkeypatch.setattr(streaming.exporter, "_self_samples", poisoned)
-    series = scrape(holder_with(VIEW))
-    assert value(series, "kmon_controller_id") == 2
+    monkeypatch.setattr(streaming.views.self, "_samples", poisoned)
+    series = exposed()
+    assert value(series, "kmon_controller_id") == 1
     assert errors(series)["self"] == 1 and "kmon_events_total" not in {name for name, _ in series}
+
+
+# ------------------------------------------------------------------ HTTP
+
+def test_the_server_serves_the_latest_snapshot():
+    views = Views(ViewOptions())
+    views.apply(keyed([broker(1)]))
+    holder = SnapshotHolder()
+    server = serve_metrics("127.0.0.1", 0, holder)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with urllib.request.urlopen(f"{url}/metrics") as r:
+            assert r.headers["Content-Type"] == CONTENT_TYPE and r.read() == b""
+        holder.set(Snapshot(views.exposition(STATS), STATS))
+        with urllib.request.urlopen(f"{url}/metrics") as r:
+            assert parse(r.read()) == scrape(holder) and value(scrape(holder), "kmon_brokers") == 1
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(f"{url}/nothing")
+    finally:
+        http.stop(server)
+
+
+def test_a_model_that_raises_on_a_change_is_rebuilt_from_its_records(monkeypatch):
+    views = Views(ViewOptions())
+    exposed(views=views)
+    real = streaming.views.ClusterModel.apply
+    calls = []
+
+    def once_broken(self, changed):
+        calls.append(len(changed))
+        if len(calls) == 1:
+            raise RuntimeError("poisoned")
+        return real(self, changed)
+    monkeypatch.setattr(streaming.views.ClusterModel, "apply", once_broken)
+    series = exposed([part("t", 0, 3, (3,))], views=views)
+    assert calls == [1, len(RECORDS)], "the fresh model gets every record, the change included"
+    assert value(series, "kmon_under_replicated_partitions", topic="t") == 2
+    assert value(series, "kmon_partition_leader", topic="t", partition=0) == 3
+    assert set(errors(series).values()) == {0, 1} and errors(series)["self"] == 0

@@ -24,11 +24,13 @@ from kmon.events import (EVENTS_TOPIC, KINDS, MARKER_KINDS, STATE_TYPES, BrokerS
                          PreferredElectionState, ReassignmentState, SnapshotMarker, TopicDeletionState,
                          TopicLag, TopicState, ZnodeMeta, decode, encode, entity_key)
 from kmon.metrics import GROUP_STATES
-from streaming.driver import ViewDriver, ViewOptions
+from streaming.driver import ViewDriver
 from streaming.entity_step import fold
-from streaming.exporter import FAMILIES, SnapshotHolder
 from streaming.record_log import RecordLog
 from streaming.records import EntityRecord, record_from_json, record_to_json
+from streaming.snapshot import SnapshotHolder
+from streaming.views import ViewOptions
+from streaming.views.exposition import FAMILIES
 from tests.unit.test_exporter import errors, scrape
 
 # Fixed examples (derandomize) so that CI runs what ran here; no example database in the tree.

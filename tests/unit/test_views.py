@@ -1,11 +1,16 @@
+import random
 from dataclasses import replace
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from kmon.events import (BrokerState, ControllerState, GroupMember, GroupState, PartitionState,
                          ReassignmentState, SnapshotMarker, TopicDeletionState, TopicLag, TopicState)
 from streaming.records import EntityRecord
-from streaming.views import BrokerBalance, ClusterView, PartitionDetail, TopicIsr, build_views
+from streaming.stats import SelfStats
+from streaming.views import ViewOptions, Views
+
+Series = dict[tuple[str, frozenset], float]
 
 
 def rec(kind: str, entity: str, state, counters=None, cluster="c1", source="zk", **kw) -> EntityRecord:
@@ -28,132 +33,185 @@ def part(t: str, p: int, leader: int, isr: tuple[int, ...], counters=None, **kw)
 BROKERS = [broker(1), broker(2), broker(3)]
 
 
-def view(*records: EntityRecord, detail="unhealthy", now_ms=10_000, **kw) -> ClusterView:
-    return build_views(records, now_ms, detail, **kw).clusters["c1"]
+def keyed(records) -> dict[str, EntityRecord]:
+    return {f"{r.cluster}/{r.entity}": r for r in records}
+
+
+def parse(body: bytes) -> Series:
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(body.decode()) for s in family.samples}
+
+
+def series(*records: EntityRecord, detail="unhealthy", now_ms=10_000, default_min_isr=1) -> Series:
+    """The views' samples of the records, applied in one batch, as a scrape at now_ms reads them."""
+    views = Views(ViewOptions(detail, default_min_isr))
+    views.apply(keyed(records))
+    return parse(views.exposition(SelfStats()).body(now_ms))
+
+
+def value(s: Series, name: str, cluster="c1", **labels) -> float | None:
+    return s.get((name, frozenset({"cluster": cluster, **{k: str(v) for k, v in labels.items()}}.items())))
+
+
+def labelled(s: Series, name: str, label: str) -> dict[str, float]:
+    """label value -> value of the c1 series of ``name``, for metrics with one label besides cluster."""
+    return {dict(labels)[label]: v for (n, labels), v in s.items() if n == name and ("cluster", "c1") in labels}
+
+
+ISR = {"partitions": "kmon_partitions", "under_replicated": "kmon_under_replicated_partitions",
+       "under_min_isr": "kmon_under_min_isr_partitions", "at_min_isr": "kmon_at_min_isr_partitions",
+       "offline": "kmon_offline_partitions", "leader_elections": "kmon_leader_elections_total",
+       "unclean_leader_elections": "kmon_unclean_leader_elections_total"}
+
+
+def topic_isr(s: Series, t: str) -> dict[str, float | None]:
+    return {field: value(s, name, topic=t) for field, name in ISR.items()}
+
+
+def isr(**fields: int) -> dict[str, float]:
+    return {field: fields.get(field, 0) for field in ISR}
+
+
+def details(s: Series) -> list[tuple[str, int, float, float, float]]:
+    """(topic, partition, isr size, replicas, leader) of every per-partition detail series."""
+    sizes = {(dict(ls)["topic"], int(dict(ls)["partition"])): v for (n, ls), v in s.items()
+             if n == "kmon_partition_isr_size"}
+    return sorted((t, p, size, value(s, "kmon_partition_replicas", topic=t, partition=p),
+                   value(s, "kmon_partition_leader", topic=t, partition=p)) for (t, p), size in sizes.items())
+
+
+def balance(s: Series, b: int) -> tuple[float | None, ...]:
+    """(leaders, preferred leaders, imbalance ratio, replicas) of broker b."""
+    return tuple(value(s, f"kmon_broker_{name}", broker=b)
+                 for name in ("leader_partitions", "preferred_leader_partitions", "leader_imbalance_ratio",
+                              "replica_partitions"))
 
 
 # ------------------------------------------------------------------ controller, brokers
 
 def test_controller_view():
-    v = view(rec("controller", "controller", ControllerState(2, 7), {"controller_changes": 3}))
-    assert (v.controller.broker_id, v.controller.epoch, v.controller.active, v.controller.changes) == (2, 7, 1, 3)
-    assert view(rec("controller", "controller", ControllerState(-1, 7))).controller.active == 0
-    assert view(broker(1)).controller is None
+    s = series(rec("controller", "controller", ControllerState(2, 7), {"controller_changes": 3}))
+    assert [value(s, f"kmon_{name}") for name in ("controller_id", "controller_epoch", "active_controller_count",
+                                                  "controller_changes_total")] == [2, 7, 1, 3]
+    assert value(series(rec("controller", "controller", ControllerState(-1, 7))), "kmon_active_controller_count") == 0
+    assert value(series(broker(1)), "kmon_controller_id") is None
 
 
 def test_brokers_up_and_down():
-    v = view(broker(1), broker(2), topic("t", {0: (1, 2, 4)}))
-    assert set(v.brokers) == {1, 2} and v.brokers[1].host == "h1"
-    assert v.broker_up == {1: 1, 2: 1, 4: 0}
+    s = series(broker(1), broker(2), topic("t", {0: (1, 2, 4)}))
+    assert value(s, "kmon_brokers") == 2
+    assert value(s, "kmon_broker_info", broker=1, host="h1", port=9092, rack="") == 1
+    assert labelled(s, "kmon_broker_up", "broker") == {"1": 1, "2": 1, "4": 0}
 
 
 # ------------------------------------------------------------------ ISR
 
 def test_healthy_topic():
-    v = view(*BROKERS, topic("t", {0: (1, 2, 3), 1: (2, 3, 1)}),
-             part("t", 0, 1, (1, 2, 3)), part("t", 1, 2, (2, 3, 1)))
-    assert v.topics == {"t": TopicIsr(partitions=2)}
-    assert v.partition_detail == ()
+    s = series(*BROKERS, topic("t", {0: (1, 2, 3), 1: (2, 3, 1)}),
+               part("t", 0, 1, (1, 2, 3)), part("t", 1, 2, (2, 3, 1)))
+    assert topic_isr(s, "t") == isr(partitions=2)
+    assert details(s) == []
 
 
 def test_under_replicated_and_min_isr_from_topic_config():
     t = topic("t", {0: (1, 2, 3), 1: (1, 2, 3), 2: (1, 2, 3)}, config={"min.insync.replicas": "2"})
-    v = view(*BROKERS, t, part("t", 0, 1, (1, 2, 3)), part("t", 1, 1, (1, 2)), part("t", 2, 1, (1,)))
-    assert v.topics["t"] == TopicIsr(partitions=3, under_replicated=2, under_min_isr=1, at_min_isr=1)
+    s = series(*BROKERS, t, part("t", 0, 1, (1, 2, 3)), part("t", 1, 1, (1, 2)), part("t", 2, 1, (1,)))
+    assert topic_isr(s, "t") == isr(partitions=3, under_replicated=2, under_min_isr=1, at_min_isr=1)
 
 
 def test_min_isr_is_capped_by_the_replication_factor_and_defaults():
     t = topic("t", {0: (1,)}, config={"min.insync.replicas": "2"})
-    assert view(*BROKERS, t, part("t", 0, 1, (1,))).topics["t"].under_min_isr == 0
+    assert value(series(*BROKERS, t, part("t", 0, 1, (1,))), "kmon_under_min_isr_partitions", topic="t") == 0
     plain = [*BROKERS, topic("u", {0: (1, 2, 3)}), part("u", 0, 1, (1, 2))]
-    assert view(*plain).topics["u"].at_min_isr == 0
-    assert view(*plain, default_min_isr=2).topics["u"].at_min_isr == 1
+    assert value(series(*plain), "kmon_at_min_isr_partitions", topic="u") == 0
+    assert value(series(*plain, default_min_isr=2), "kmon_at_min_isr_partitions", topic="u") == 1
 
 
 def test_offline_no_leader_or_unregistered_leader():
-    v = view(broker(1), topic("t", {0: (1,), 1: (3,), 2: (1,)}),
-             part("t", 0, -1, (1,)), part("t", 1, 3, (3,)), part("t", 2, 1, (1,)))
-    assert v.topics["t"].offline == 2
+    s = series(broker(1), topic("t", {0: (1,), 1: (3,), 2: (1,)}),
+               part("t", 0, -1, (1,)), part("t", 1, 3, (3,)), part("t", 2, 1, (1,)))
+    assert value(s, "kmon_offline_partitions", topic="t") == 2
 
 
 def test_topic_being_deleted_is_not_offline():
-    v = view(broker(1), topic("t", {0: (1,)}), part("t", 0, -1, (1,)),
-             rec("topic_deletion", "topic_deletion:t", TopicDeletionState("t")))
-    assert v.topics["t"].offline == 0
+    s = series(broker(1), topic("t", {0: (1,)}), part("t", 0, -1, (1,)),
+               rec("topic_deletion", "topic_deletion:t", TopicDeletionState("t")))
+    assert value(s, "kmon_offline_partitions", topic="t") == 0
 
 
 def test_partition_without_state_counts_only_as_a_partition():
-    v = view(*BROKERS, topic("t", {0: (1, 2, 3)}))
-    assert v.topics["t"] == TopicIsr(partitions=1)
+    assert topic_isr(series(*BROKERS, topic("t", {0: (1, 2, 3)})), "t") == isr(partitions=1)
 
 
 def test_transition_counters_summed_per_topic_and_broker():
-    v = view(*BROKERS, topic("t", {0: (1, 2, 3), 1: (2, 3, 1)}),
-             part("t", 0, 1, (1, 2, 3), {"isr_shrinks:2": 2, "isr_expands:2": 1, "leader_elections": 1}),
-             part("t", 1, 2, (2, 3, 1), {"isr_shrinks:2": 1, "unclean_leader_elections": 1,
-                                         "leader_elections": 2}))
-    assert v.isr_shrinks == {("t", 1): 0, ("t", 2): 3, ("t", 3): 0}
-    assert v.isr_expands == {("t", 1): 0, ("t", 2): 1, ("t", 3): 0}
-    assert (v.topics["t"].leader_elections, v.topics["t"].unclean_leader_elections) == (3, 1)
+    s = series(*BROKERS, topic("t", {0: (1, 2, 3), 1: (2, 3, 1)}),
+               part("t", 0, 1, (1, 2, 3), {"isr_shrinks:2": 2, "isr_expands:2": 1, "leader_elections": 1}),
+               part("t", 1, 2, (2, 3, 1), {"isr_shrinks:2": 1, "unclean_leader_elections": 1,
+                                           "leader_elections": 2}))
+    assert labelled(s, "kmon_isr_shrinks_total", "broker") == {"1": 0, "2": 3, "3": 0}
+    assert labelled(s, "kmon_isr_expands_total", "broker") == {"1": 0, "2": 1, "3": 0}
+    assert (topic_isr(s, "t")["leader_elections"], topic_isr(s, "t")["unclean_leader_elections"]) == (3, 1)
 
 
 def test_deleted_entities_and_their_counters_vanish():
     tomb = EntityRecord("c1", "topic:t", "topic", "zk", None, 9, {}, deleted=True)
-    v = view(*BROKERS, tomb, part("t", 0, 1, (1, 3), {"isr_shrinks:2": 1}))
-    assert v.topics == {} and v.isr_shrinks == {} and v.balance[2] == BrokerBalance()
+    s = series(*BROKERS, tomb, part("t", 0, 1, (1, 3), {"isr_shrinks:2": 1}))
+    assert not any(("topic", "t") in labels for _, labels in s)
+    assert balance(s, 2) == (0, 0, 0, 0)
 
 
 @pytest.mark.parametrize("detail,expected", [("unhealthy", [1, 2]), ("all", [0, 1, 2]), ("none", [])])
 def test_partition_detail_selection(detail, expected):
-    v = view(*BROKERS, topic("t", {0: (1, 2, 3), 1: (1, 2, 3), 2: (1, 2, 3)}),
-             part("t", 0, 1, (1, 2, 3)), part("t", 1, 1, (1, 2)), part("t", 2, -1, (1, 2, 3)),
-             detail=detail)
-    assert [d.partition for d in v.partition_detail] == expected
+    s = series(*BROKERS, topic("t", {0: (1, 2, 3), 1: (1, 2, 3), 2: (1, 2, 3)}),
+               part("t", 0, 1, (1, 2, 3)), part("t", 1, 1, (1, 2)), part("t", 2, -1, (1, 2, 3)),
+               detail=detail)
+    assert [p for _, p, *_ in details(s)] == expected
     if expected:
-        assert v.partition_detail[-1] == PartitionDetail("t", 2, 3, 3, -1)
+        assert details(s)[-1] == ("t", 2, 3, 3, -1)
 
 
 # ------------------------------------------------------------------ leader balance
 
 def test_leader_moving_from_a_to_b():
     base = [*BROKERS, topic("t", {0: (1, 2), 1: (2, 1)})]
-    before = view(*base, part("t", 0, 1, (1, 2)), part("t", 1, 2, (2, 1)))
-    after = view(*base, part("t", 0, 2, (2,)), part("t", 1, 2, (2,)))
-    assert (before.balance[1].leaders, before.balance[2].leaders) == (1, 1)
-    assert (after.balance[1].leaders, after.balance[2].leaders) == (0, 2)
-    assert before.preferred_replica_imbalance == 0 and after.preferred_replica_imbalance == 1
-    assert after.balance[1].imbalance_ratio == 1.0 and after.balance[2].imbalance_ratio == 0.0
-    assert after.balance[1].preferred_leaders == 1
+    before = series(*base, part("t", 0, 1, (1, 2)), part("t", 1, 2, (2, 1)))
+    after = series(*base, part("t", 0, 2, (2,)), part("t", 1, 2, (2,)))
+    assert (balance(before, 1)[0], balance(before, 2)[0]) == (1, 1)
+    assert (balance(after, 1)[0], balance(after, 2)[0]) == (0, 2)
+    assert value(before, "kmon_preferred_replica_imbalance") == 0
+    assert value(after, "kmon_preferred_replica_imbalance") == 1
+    assert (balance(after, 1)[2], balance(after, 2)[2]) == (1.0, 0.0)
+    assert balance(after, 1)[1] == 1
 
 
 def test_imbalance_ratio_and_replicas_per_broker():
-    v = view(*BROKERS, topic("t", {0: (1, 2), 1: (1, 3), 2: (1, 2), 3: (1, 3)}),
-             part("t", 0, 1, (1, 2)), part("t", 1, 3, (1, 3)), part("t", 2, 1, (1, 2)))  # 3: no state yet
-    assert v.balance[1] == BrokerBalance(leaders=2, preferred_leaders=4, imbalance_ratio=0.25, replicas=4)
-    assert v.balance[3] == BrokerBalance(leaders=1, replicas=2)
+    s = series(*BROKERS, topic("t", {0: (1, 2), 1: (1, 3), 2: (1, 2), 3: (1, 3)}),
+               part("t", 0, 1, (1, 2)), part("t", 1, 3, (1, 3)), part("t", 2, 1, (1, 2)))  # 3: no state yet
+    assert balance(s, 1) == (2, 4, 0.25, 4)
+    assert balance(s, 3) == (1, 0, 0, 2)
 
 
 def test_reassignment_exception_of_the_preferred_replica_imbalance():
     # moving [1,2] to [3,2]: replicas [3,2,1] with 3 adding, 1 removing
     t = topic("t", {0: (3, 2, 1)}, adding={0: (3,)}, removing={0: (1,)})
-    joining = view(*BROKERS, t, part("t", 0, 1, (1, 2)))
-    joined = view(*BROKERS, t, part("t", 0, 1, (1, 2, 3)))
-    assert joining.preferred_replica_imbalance == 0     # not counted until 3 is in the ISR
-    assert joined.preferred_replica_imbalance == 1
-    assert joining.reassigning_partitions == 1
+    joining = series(*BROKERS, t, part("t", 0, 1, (1, 2)))
+    joined = series(*BROKERS, t, part("t", 0, 1, (1, 2, 3)))
+    assert value(joining, "kmon_preferred_replica_imbalance") == 0     # not counted until 3 is in the ISR
+    assert value(joined, "kmon_preferred_replica_imbalance") == 1
+    assert value(joining, "kmon_reassigning_partitions") == 1
     # the original replica set [1,2] is fully in sync: no false under-replication
-    assert joining.topics["t"].under_replicated == 0
+    assert value(joining, "kmon_under_replicated_partitions", topic="t") == 0
 
 
 def test_reassignment_not_adding_the_preferred_replica_uses_the_leader_rule():
     t = topic("t", {0: (1, 2, 3)}, removing={0: (3,)})
-    assert view(*BROKERS, t, part("t", 0, 2, (1, 2, 3))).preferred_replica_imbalance == 1
+    assert value(series(*BROKERS, t, part("t", 0, 2, (1, 2, 3))), "kmon_preferred_replica_imbalance") == 1
 
 
 def test_reassignment_znode_counts_reassigning_partitions():
-    v = view(*BROKERS, topic("t", {0: (1, 2), 1: (2, 1)}), part("t", 0, 1, (1, 2)),
-             rec("reassignment", "reassignment", ReassignmentState({"t:1": (2, 3)})))
-    assert v.reassigning_partitions == 1
+    s = series(*BROKERS, topic("t", {0: (1, 2), 1: (2, 1)}), part("t", 0, 1, (1, 2)),
+               rec("reassignment", "reassignment", ReassignmentState({"t:1": (2, 3)})))
+    assert value(s, "kmon_reassigning_partitions") == 1
 
 
 # ------------------------------------------------------------------ groups
@@ -161,12 +219,13 @@ def test_reassignment_znode_counts_reassigning_partitions():
 def test_group_view():
     g = GroupState("g", "PreparingRebalance", 12, members=(GroupMember("m1", "c", "h"),),
                    lag={"t": TopicLag(42, 3.5)})
-    v = view(rec("group", "group:g", g, {"rebalances": 4}, source="groups", state_since_ms=4_000),
-             now_ms=10_000)
-    gv = v.groups["g"]
-    assert (gv.state, gv.members, gv.generation, gv.rebalances, gv.state_seconds) == \
-        ("PreparingRebalance", 1, 12, 4, 6.0)
-    assert gv.lag["t"].lag == 42
+    s = series(rec("group", "group:g", g, {"rebalances": 4}, source="groups", state_since_ms=4_000),
+               now_ms=10_000)
+    assert labelled(s, "kmon_consumer_group_state", "state")["PreparingRebalance"] == 1
+    assert [value(s, f"kmon_consumer_group_{name}", group="g")
+            for name in ("members", "generation", "rebalances_total", "state_seconds")] == [1, 12, 4, 6.0]
+    assert value(s, "kmon_consumer_group_lag", group="g", topic="t") == 42
+    assert value(s, "kmon_consumer_group_lag_seconds", group="g", topic="t") == 3.5
 
 
 # ------------------------------------------------------------------ resync sweep, clusters
@@ -177,7 +236,7 @@ def snapshot_record(snapshot_id: str, begun_ms: int) -> EntityRecord:
 
 
 def test_entities_missing_from_a_completed_snapshot_are_swept():
-    v = view(snapshot_record("s2", begun_ms=1000),
+    s = series(snapshot_record("s2", begun_ms=1000),
              replace(broker(1), last_observed_ms=500, snapshot_id="s2"),      # re-read in s2
              EntityRecord("c1", "broker:2", "broker", "zk", BrokerState(2, "h", 1, None), 1,
                           last_observed_ms=500, snapshot_id="s1"),     # deleted while blind
@@ -185,10 +244,67 @@ def test_entities_missing_from_a_completed_snapshot_are_swept():
                           last_observed_ms=2000),                      # created after s2 began
              EntityRecord("c1", "group:g", "group", "groups", GroupState("g", "Stable", 1), None,
                           last_observed_ms=10))                       # another source
-    assert set(v.brokers) == {1, 3} and set(v.groups) == {"g"}
+    assert set(labelled(s, "kmon_broker_up", "broker")) == {"1", "3"}
+    assert set(labelled(s, "kmon_consumer_group_members", "group")) == {"g"}
 
 
 def test_clusters_are_separate():
-    views = build_views([broker(1), rec("broker", "broker:1", BrokerState(1, "x", 1, None), cluster="c2"),
-                         rec("broker", "broker:2", BrokerState(2, "x", 1, None), cluster="c2")], 0)
-    assert {c: len(v.brokers) for c, v in views.clusters.items()} == {"c1": 1, "c2": 2}
+    s = series(broker(1), rec("broker", "broker:1", BrokerState(1, "x", 1, None), cluster="c2"),
+               rec("broker", "broker:2", BrokerState(2, "x", 1, None), cluster="c2"))
+    assert (value(s, "kmon_brokers"), value(s, "kmon_brokers", cluster="c2")) == (1, 2)
+
+
+# ------------------------------------------------------------------ incremental = from scratch
+
+def _random_record(rng: random.Random, clock: int) -> tuple[str, EntityRecord]:
+    """One change of a small cluster: any kind the views read, deletes and resyncs included."""
+    t, p, b = rng.choice("xyz"), rng.randrange(3), rng.randrange(1, 6)
+    replicas = tuple(rng.sample(range(1, 6), 3))
+    isr = tuple(rng.sample(replicas, rng.randrange(1, 4)))
+    leader = rng.choice([*isr, -1])
+    made = {
+        "broker": lambda: broker(b),
+        "topic": lambda: topic(t, {q: tuple(rng.sample(range(1, 6), 3)) for q in range(rng.randrange(1, 4))},
+                               config={"min.insync.replicas": str(rng.randrange(1, 4))}),
+        "partition": lambda: part(t, p, leader, isr, {f"isr_shrinks:{b}": rng.randrange(3),
+                                                      "leader_elections": rng.randrange(3)}),
+        "topic_deletion": lambda: rec("topic_deletion", f"topic_deletion:{t}", TopicDeletionState(t)),
+        "reassignment": lambda: rec("reassignment", "reassignment", ReassignmentState({f"{t}:{p}": replicas})),
+        "controller": lambda: rec("controller", "controller", ControllerState(b, clock)),
+        "group": lambda: rec("group", f"group:g{b}", GroupState(f"g{b}", rng.choice(["Stable", "Empty"]), clock),
+                             source="groups", state_since_ms=clock),
+        "snapshot_end": lambda: snapshot_record(f"s{clock}", begun_ms=clock - rng.randrange(0, 20)),
+    }
+    r = made[rng.choice(list(made))]()
+    r = replace(r, last_observed_ms=clock, snapshot_id=r.snapshot_id or rng.choice([None, f"s{clock - 5}"]))
+    if r.kind != "snapshot_end" and rng.random() < 0.2:
+        r = replace(r, state=None, counters={}, deleted=True)
+    return f"c1/{r.entity}", r
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_views_applied_batch_by_batch_equal_views_built_at_once(seed):
+    rng = random.Random(seed)
+    views = Views(ViewOptions("unhealthy", 2))
+    current: dict[str, EntityRecord] = {}
+    clock = 100
+    for _ in range(60):
+        batch = {}
+        for _ in range(rng.randrange(1, 4)):
+            clock += 1
+            key, record = _random_record(rng, clock)
+            batch[key] = record
+        views.apply(batch)
+        current.update(batch)
+        fresh = Views(ViewOptions("unhealthy", 2))
+        fresh.apply(current)
+        incremental = views.exposition(SelfStats()).body(clock)
+        assert incremental == fresh.exposition(SelfStats()).body(clock)
+
+
+def test_a_broker_that_goes_takes_its_partitions_offline_in_the_next_batch():
+    views = Views(ViewOptions())
+    views.apply(keyed([*BROKERS, topic("t", {0: (2, 1)}), part("t", 0, 2, (2, 1))]))
+    assert value(parse(views.exposition(SelfStats()).body(0)), "kmon_offline_partitions", topic="t") == 0
+    views.apply(keyed([replace(broker(2), state=None, deleted=True)]))
+    assert value(parse(views.exposition(SelfStats()).body(0)), "kmon_offline_partitions", topic="t") == 1

@@ -1,0 +1,33 @@
+"""The hand-off between the driver, which publishes after every micro-batch, and the
+exporter, which serves scrapes: the rendered views and the app's own statistics."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from streaming.stats import SelfStats
+from streaming.views.exposition import Exposition
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What scrapes read: the exposition rendered after the latest batch, and the statistics
+    it was rendered with."""
+    exposition: Exposition
+    stats: SelfStats
+
+
+class SnapshotHolder:
+    """The latest Snapshot, swapped whole by the driver and read by scrapes."""
+
+    def __init__(self, initial: Snapshot | None = None) -> None:
+        self._lock = threading.Lock()
+        self._snapshot = initial or Snapshot(Exposition.empty(), SelfStats())
+
+    def set(self, snapshot: Snapshot) -> None:
+        with self._lock:
+            self._snapshot = snapshot
+
+    def get(self) -> Snapshot:
+        with self._lock:
+            return self._snapshot

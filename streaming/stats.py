@@ -1,0 +1,55 @@
+"""The stream app's statistics of itself: what each micro-batch measured, and their sum."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Mapping, TypeVar
+
+K = TypeVar("K")
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """What the driver measured in one micro-batch."""
+    duration_s: float
+    finished_ms: int
+    input_rows: Mapping[str, int] = field(default_factory=dict)            # cluster -> rows read
+    events: Mapping[tuple[str, str, str], int] = field(default_factory=dict)  # (cluster, source, kind)
+    malformed: Mapping[tuple[str, str], int] = field(default_factory=dict)    # (cluster, source)
+    newest_observed_ms: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (cluster, source)
+    state_rows: Mapping[str, int] = field(default_factory=dict)            # cluster -> records held
+
+
+@dataclass(frozen=True)
+class SelfStats:
+    """The self-metrics, cumulative since the app started."""
+    events: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
+    malformed: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    input_rows: Mapping[str, int] = field(default_factory=dict)
+    last_event_ms: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    event_delay_s: Mapping[str, float] = field(default_factory=dict)   # per cluster, latest batch with events
+    batch_duration_s: float | None = None
+    state_rows: Mapping[str, int] = field(default_factory=dict)
+
+    def add(self, batch: BatchStats) -> SelfStats:
+        newest: dict[str, int] = {}
+        for (cluster, _), ms in batch.newest_observed_ms.items():
+            newest[cluster] = max(ms, newest.get(cluster, ms))
+        return SelfStats(
+            events=dict(Counter(self.events) + Counter(batch.events)),
+            malformed=dict(Counter(self.malformed) + Counter(batch.malformed)),
+            input_rows=dict(Counter(self.input_rows) + Counter(batch.input_rows)),
+            last_event_ms=_merge_max(self.last_event_ms, batch.newest_observed_ms),
+            # how long the newest change of the batch took to reach the exported view
+            event_delay_s={**self.event_delay_s,
+                           **{c: max(0, batch.finished_ms - ms) / 1000 for c, ms in newest.items()}},
+            batch_duration_s=batch.duration_s,
+            state_rows=dict(batch.state_rows),
+        )
+
+
+def _merge_max(a: Mapping[K, int], b: Mapping[K, int]) -> dict[K, int]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = max(v, out.get(k, v))
+    return out

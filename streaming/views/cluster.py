@@ -1,0 +1,230 @@
+"""One cluster's entity records as the view families read them, kept up to date batch by batch.
+
+The driver applies each micro-batch's changed records (see streaming.records). What the
+families derive per topic or per entity is memoised here and recomputed only for what a
+batch touched, so a batch costs what changed in it, not the size of the cluster.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Literal, Mapping, TypeVar
+
+from kmon.events import MARKER_KINDS, BrokerState, PartitionState, TopicState
+from streaming.records import EntityRecord
+from streaming.transitions import NO_LEADER
+
+Detail = Literal["unhealthy", "all", "none"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ViewOptions:
+    detail: Detail = "unhealthy"   # which partitions get per-partition series
+    # min.insync.replicas of topics without that config (the brokers' default, which
+    # ZooKeeper does not hold)
+    default_min_isr: int = 1
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One assigned partition with what its health is judged by."""
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]      # assigned, preferred first
+    adding: frozenset[int]
+    reassigning: bool
+    deleting: bool                 # topic queued for deletion
+    configured_min_isr: int        # min.insync.replicas
+    state: PartitionState | None   # None until its state znode was seen
+    counters: Mapping[str, int]
+
+    @property
+    def replication_factor(self) -> int:
+        # Kafka's rule: during a reassignment, the size of the original replica set
+        return len(self.replicas) - len(self.adding)
+
+    @property
+    def min_isr(self) -> int:
+        return min(self.configured_min_isr, self.replication_factor)
+
+    def offline(self, registered: Mapping[int, BrokerState]) -> bool:
+        # Kafka does not count topics being deleted as offline
+        return (self.state is not None and not self.deleting
+                and (self.state.leader == NO_LEADER or self.state.leader not in registered))
+
+    @property
+    def under_replicated(self) -> bool:
+        return self.state is not None and len(self.state.isr) < self.replication_factor
+
+    @property
+    def under_min_isr(self) -> bool:
+        return self.state is not None and len(self.state.isr) < self.min_isr
+
+    @property
+    def at_min_isr(self) -> bool:
+        return self.state is not None and len(self.state.isr) == self.min_isr
+
+    @property
+    def preferred(self) -> int | None:
+        return self.replicas[0] if self.replicas else None
+
+    @property
+    def imbalanced(self) -> bool:
+        """Kafka's preferred-replica imbalance (ControllerContext.hasPreferredLeader): a
+        reassignment whose new preferred replica is still joining does not count until
+        it is in the ISR; topics being deleted and partitions without a leader state never."""
+        if self.state is None or self.deleting or self.preferred is None:
+            return False
+        if self.preferred in self.adding:
+            return self.preferred in self.state.isr
+        return self.state.leader != self.preferred
+
+
+class ClusterModel:
+    """The live records of one cluster: not deleted, and not swept by a completed resync (an
+    entity last seen before a snapshot began and absent from it was deleted while the
+    collector was blind). Used by one thread, the driver's."""
+
+    def __init__(self, name: str, options: ViewOptions):
+        self.name = name
+        self.options = options
+        self.records: dict[str, EntityRecord] = {}   # entity -> record, tombstones too
+        self.registered: dict[int, BrokerState] = {}
+        self._live: defaultdict[str, dict[str, EntityRecord]] = defaultdict(dict)   # kind -> entity -> record
+        # indexes by what the states say (an entity id is not checked against its state)
+        self._topics: dict[str, EntityRecord] = {}                                   # topic -> record
+        self._states: defaultdict[str, dict[int, EntityRecord]] = defaultdict(dict)  # topic -> partition -> record
+        self._completed: dict[str, tuple[str | None, int | None]] = {}  # source -> its last completed snapshot
+        self._per_topic: dict[Callable[..., Any], dict[str, Any]] = {}
+        self._per_entity: dict[Callable[..., Any], dict[str, Any]] = {}
+
+    def apply(self, changed: Mapping[str, EntityRecord | None]) -> None:
+        """Take a batch's changed records (entity -> record; None: gone) and forget what was
+        derived from them."""
+        dirty: set[str] = set()   # topics
+        resweep = False
+        olds = {entity: self.records.get(entity) for entity in changed}
+        for entity, record in changed.items():
+            if record is None:
+                self.records.pop(entity, None)
+            else:
+                self.records[entity] = record
+            for r in (olds[entity], record):
+                if r is not None:
+                    resweep |= r.kind in MARKER_KINDS
+                    dirty |= _topics_of(r)
+        if resweep:   # a completed snapshot may sweep any entity of its source
+            self._completed = {r.source: (r.snapshot_id, r.state_since_ms) for r in self.records.values()
+                               if r.kind in MARKER_KINDS and r.snapshot_id is not None}
+            self._live.clear()
+            self._topics.clear()
+            self._states.clear()
+            for entity, record in self.records.items():
+                self._place(entity, None, record)
+            self._per_topic.clear()
+            self._per_entity.clear()
+        else:
+            for entity, record in changed.items():
+                self._place(entity, olds[entity], record)
+            for memo in self._per_entity.values():
+                for entity in changed:
+                    memo.pop(entity, None)
+        before, self.registered = self.registered, {r.state.broker_id: r.state for r in self.live("broker")}
+        came_or_went = set(before) ^ set(self.registered)
+        if came_or_went:   # a partition is offline when its leader is not registered
+            dirty |= {topic for topic, states in self._states.items()
+                      if any(r.state.leader in came_or_went for r in states.values())}
+        for memo in self._per_topic.values():
+            for topic in dirty:
+                memo.pop(topic, None)
+
+    def _place(self, entity: str, old: EntityRecord | None, new: EntityRecord | None) -> None:
+        if old is not None and self._live[old.kind].pop(entity, None) is not None:
+            if old.kind == "topic" and self._topics.get(old.state.topic) is old:
+                del self._topics[old.state.topic]
+            if old.kind == "partition" and self._states[old.state.topic].get(old.state.partition) is old:
+                del self._states[old.state.topic][old.state.partition]
+        if new is None or new.deleted or new.kind in MARKER_KINDS:
+            return
+        snapshot_id, begun_ms = self._completed.get(new.source, (None, None))
+        if begun_ms is not None and new.snapshot_id != snapshot_id and new.last_observed_ms < begun_ms:
+            return
+        self._live[new.kind][entity] = new
+        if new.kind == "topic":
+            self._topics[new.state.topic] = new
+        if new.kind == "partition":
+            self._states[new.state.topic][new.state.partition] = new
+
+    def live(self, kind: str) -> Iterable[EntityRecord]:
+        return self._live[kind].values()
+
+    def per_topic(self, derive: Callable[[ClusterModel, str], T]) -> dict[str, T]:
+        """``derive(self, topic)`` of every topic, memoised until a record of the topic (its
+        assignment, partition states, deletion, reassignment) or the registration of one of
+        its leaders changes: ``derive`` must read nothing else."""
+        memo = self._per_topic.setdefault(derive, {})
+        out = {}
+        for topic in sorted(self._topics):
+            if topic not in memo:
+                memo[topic] = derive(self, topic)
+            out[topic] = memo[topic]
+        return out
+
+    def per_entity(self, kind: str, derive: Callable[[ClusterModel, EntityRecord], T]) -> dict[str, T]:
+        """``derive(self, record)`` of every live record of ``kind``, memoised until that
+        record changes: ``derive`` must read nothing else."""
+        memo = self._per_entity.setdefault(derive, {})
+        out = {}
+        for entity, record in sorted(self._live[kind].items()):
+            if entity not in memo:
+                memo[entity] = derive(self, record)
+            out[entity] = memo[entity]
+        return out
+
+    def partitions(self, topic: str) -> list[Partition]:
+        """The topic's assigned partitions, memoised like a ``per_topic`` derivation."""
+        memo = self._per_topic.setdefault(ClusterModel._partitions, {})
+        if topic not in memo:
+            memo[topic] = self._partitions(topic)
+        return memo[topic]
+
+    def _partitions(self, topic: str) -> list[Partition]:
+        record = self._topics.get(topic)
+        if record is None:
+            return []
+        state: TopicState = record.state
+        min_isr = _min_isr(state.config, self.options.default_min_isr)
+        reassigning = {key for r in self.live("reassignment") for key in r.state.partitions}
+        deleting = any(r.state.topic == topic for r in self.live("topic_deletion"))
+        states = self._states.get(topic, {})
+        out = []
+        for p, replicas in sorted(state.replicas.items()):
+            adding = frozenset(state.adding.get(p, ()))
+            state_record = states.get(p)
+            out.append(Partition(
+                topic=topic, partition=p, replicas=replicas, adding=adding,
+                reassigning=bool(adding or state.removing.get(p)) or f"{topic}:{p}" in reassigning,
+                deleting=deleting, configured_min_isr=min_isr,
+                state=state_record.state if state_record is not None else None,
+                counters=state_record.counters if state_record is not None else {}))
+        return out
+
+
+def _min_isr(config: Mapping[str, str], default: int) -> int:
+    try:
+        return int(config.get("min.insync.replicas", default))
+    except ValueError:  # a garbage config value: Kafka would refuse it, use the default
+        return default
+
+
+def _topics_of(record: EntityRecord) -> set[str]:
+    """The topics whose derived values a record feeds (a tombstone feeds none: the record
+    before it, which had a state, names them)."""
+    if record.state is None:
+        return set()
+    if record.kind in ("partition", "topic", "topic_deletion"):
+        return {record.state.topic}
+    if record.kind == "reassignment":
+        return {key.rpartition(":")[0] for key in record.state.partitions}
+    return set()

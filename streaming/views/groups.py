@@ -1,0 +1,40 @@
+"""The groups family: each consumer group's state, members, generation, rebalances, time in
+its state and lag. Rendered per group, so a change re-renders its group only; the time in
+state is rendered by each scrape."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from kmon.events import GroupState
+from kmon.metrics import GROUP_STATES
+from streaming.records import REBALANCES, EntityRecord
+from streaming.views.cluster import ClusterModel
+from streaming.views.exposition import Sample, Since, Text, render
+
+FAMILY = "groups"
+
+
+def texts(model: ClusterModel) -> list[Text]:
+    return list(model.per_entity("group", _group_text).values())
+
+
+def _group_text(model: ClusterModel, record: EntityRecord) -> Text:
+    return render(model.name, _samples(record))
+
+
+def _samples(record: EntityRecord) -> Iterator[Sample]:
+    g: GroupState = record.state
+    group = {"group": g.group}
+    # a state this kmon does not know still shows, as the one set to 1
+    states = GROUP_STATES if g.state in GROUP_STATES else (*GROUP_STATES, g.state)
+    for s in states:
+        yield "kmon_consumer_group_state", {**group, "state": s}, int(s == g.state)
+    yield "kmon_consumer_group_members", group, len(g.members)
+    yield "kmon_consumer_group_generation", group, g.generation
+    yield "kmon_consumer_group_rebalances_total", group, record.counters.get(REBALANCES, 0)
+    since = record.state_since_ms if record.state_since_ms is not None else record.last_observed_ms
+    yield "kmon_consumer_group_state_seconds", group, Since(since)
+    for t, lag in g.lag.items():
+        yield "kmon_consumer_group_lag", {**group, "topic": t}, lag.lag
+        if lag.lag_seconds is not None:
+            yield "kmon_consumer_group_lag_seconds", {**group, "topic": t}, lag.lag_seconds

@@ -1,0 +1,60 @@
+"""The ISR family: per topic, partitions under-replicated, under/at min ISR, offline, the
+elections and ISR shrinks/expands counted, and per-partition detail of the unhealthy ones.
+Rendered per topic, so a change re-renders its topic only."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterator
+
+from streaming.records import ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, UNCLEAN_LEADER_ELECTIONS
+from streaming.views.cluster import ClusterModel, Partition
+from streaming.views.exposition import Sample, Text, render
+
+FAMILY = "isr"
+
+
+def texts(model: ClusterModel) -> list[Text]:
+    return list(model.per_topic(_topic_text).values())
+
+
+def _topic_text(model: ClusterModel, topic: str) -> Text:
+    return render(model.name, _samples(model, model.partitions(topic)))
+
+
+def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sample]:
+    if not partitions:
+        return
+    registered = model.registered
+    topic = {"topic": partitions[0].topic}
+    yield "kmon_partitions", topic, len(partitions)
+    yield "kmon_under_replicated_partitions", topic, sum(p.under_replicated for p in partitions)
+    yield "kmon_under_min_isr_partitions", topic, sum(p.under_min_isr for p in partitions)
+    yield "kmon_at_min_isr_partitions", topic, sum(p.at_min_isr for p in partitions)
+    yield "kmon_offline_partitions", topic, sum(p.offline(registered) for p in partitions)
+    yield "kmon_leader_elections_total", topic, sum(p.counters.get(LEADER_ELECTIONS, 0) for p in partitions)
+    yield ("kmon_unclean_leader_elections_total", topic,
+           sum(p.counters.get(UNCLEAN_LEADER_ELECTIONS, 0) for p in partitions))
+    for name, counter in (("kmon_isr_shrinks_total", ISR_SHRINKS), ("kmon_isr_expands_total", ISR_EXPANDS)):
+        # every replica starts at 0, so that an alert on increase() sees the first shrink
+        per_broker = Counter({b: 0 for p in partitions for b in p.replicas})
+        for p in partitions:
+            for key, n in p.counters.items():
+                kind, _, broker = key.partition(":")
+                if kind == counter:
+                    per_broker[int(broker)] += n
+        for broker, n in sorted(per_broker.items()):
+            yield name, {**topic, "broker": broker}, n
+    for p in partitions:
+        if _wants_detail(model, p):
+            assert p.state is not None
+            labels = {**topic, "partition": p.partition}
+            yield "kmon_partition_isr_size", labels, len(p.state.isr)
+            yield "kmon_partition_replicas", labels, len(p.replicas)
+            yield "kmon_partition_leader", labels, p.state.leader
+
+
+def _wants_detail(model: ClusterModel, p: Partition) -> bool:
+    detail = model.options.detail
+    if p.state is None or detail == "none":
+        return False
+    return detail == "all" or p.offline(model.registered) or p.under_replicated or p.under_min_isr
