@@ -416,26 +416,3 @@ def _short(value: Any) -> str:
     text = repr(value) if not isinstance(value, BaseException) else str(value)
     return text if len(text) <= 80 else text[:77] + "..."   # a hostile value must not flood the log
 
-
-def json_schema() -> dict[str, Any]:
-    """JSON Schema of the envelope (the per-kind ``data`` shapes are the dataclasses above)."""
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "kmon event",
-        "type": "object",
-        "required": ["v", "cluster", "source", "kind", "entity", "op", "observed_ms"],
-        "properties": {
-            "v": {"enum": sorted(SUPPORTED_VERSIONS)},
-            "cluster": {"type": "string"},
-            "source": {"enum": ["zk", "groups"]},
-            "kind": {"enum": list(KINDS)},
-            "entity": {"type": "string"},
-            "op": {"enum": ["upsert", "delete", "marker"]},
-            "observed_ms": {"type": "integer"},
-            "zxid": {"type": ["integer", "null"]},
-            "snapshot_id": {"type": ["string", "null"]},
-            "znode": {"type": ["object", "null"],
-                      "required": ["path", "mzxid", "version", "mtime_ms"]},
-            "data": {"type": ["object", "null"]},
-        },
-    }

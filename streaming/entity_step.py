@@ -20,8 +20,6 @@ from kmon.events import MalformedEvent, decode
 from streaming.records import (UNKNOWN_SOURCE, Applied, apply_event, cluster_of, record_from_json,
                                record_to_json)
 
-# The Kafka columns the step needs; value is null for tombstones.
-INPUT_COLUMNS = ("key", "value", "partition", "offset")
 STATE_SCHEMA = "record string"
 # One JSON column: building a pandas frame per key is the step's main cost, and it
 # grows with the column count. The result's fields are those fold() returns.

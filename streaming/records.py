@@ -1,8 +1,8 @@
 """Per-entity state of the streaming app: one EntityRecord per (cluster, entity) key.
 
-Spark groups the events by key and calls :func:`apply_event` for each of them in
-Kafka offset order; the record is what it keeps in its state store (as JSON, see
-:func:`record_to_json`). Counters are absolute and live in the record, so re-applying
+Spark groups the events by key; the step (streaming/entity_step.py) sorts a key's events by
+offset and folds each with :func:`apply_event` into the record its state store keeps (as JSON,
+see :func:`record_to_json`). Counters are absolute and live in the record, so re-applying
 events that were already applied (a replay after a restart, a resync snapshot) never
 counts a transition twice.
 """

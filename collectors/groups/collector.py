@@ -85,10 +85,6 @@ class GroupsCollector:
         log.info("resync requested (%s): every group is re-emitted at the next poll", reason)
         self._poller.request_resync()
 
-    def history_caught_up(self) -> bool:
-        """The __consumer_offsets reader has read the topic's history to its end once."""
-        return self._reader is not None and self._reader.caught_up.is_set()
-
     def stop(self, timeout: float | None = None) -> None:
         """End both loops and wait for them; the poller may finish the Admin API request
         in flight (at most the request timeout per stage)."""

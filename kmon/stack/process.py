@@ -18,14 +18,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def port_open(port: int, host: str = "127.0.0.1") -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 def wait_until(check: Callable[[], bool], timeout: float, what: str, interval: float = 0.2,
                alive: Callable[[], bool] | None = None) -> None:
     """Poll ``check`` until true; fail naming ``what`` on timeout or when ``alive`` says the process died."""
