@@ -5,12 +5,14 @@ import argparse
 import os
 import threading
 from pathlib import Path
+from typing import get_args
 
 from kmon import config
 from kmon.signals import stop_on_signals
 from kmon.stack.toolchain import find_toolchain
 from streaming.app import StreamApp, StreamConfig, run_until
 from streaming.views import ViewOptions
+from streaming.views.cluster import Detail
 
 
 def add_stream_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,25 +23,25 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
     config.flag(p, "--bootstrap-servers", type=config.host_port_list,
                 help="Kafka cluster holding the events topic (required)")
     config.flag(p, "--events-topic", default=StreamConfig.events_topic, help="events topic")
-    config.flag(p, "--checkpoint", default=Path(".kmon/checkpoint"), type=Path,
+    config.flag(p, "--checkpoint", default=StreamConfig.checkpoint, type=Path,
                 help="checkpoint directory (Spark state + the views' record log)")
-    config.flag(p, "--metrics-host", default="0.0.0.0", help="address of the /metrics endpoint")
-    config.flag(p, "--metrics-port", default=9308, type=config.port, help="port of the /metrics endpoint")
-    config.flag(p, "--master", default="local[*]", help="Spark master")
-    config.flag(p, "--trigger-interval", default=1.0, type=float, help="seconds between micro-batches")
-    config.flag(p, "--partition-detail", default="unhealthy", choices=["unhealthy", "all", "none"],
+    config.flag(p, "--metrics-host", default=StreamConfig.metrics_host, help="address of the /metrics endpoint")
+    config.flag(p, "--metrics-port", default=StreamConfig.metrics_port, type=config.port, help="port of the /metrics endpoint")
+    config.flag(p, "--master", default=StreamConfig.master, help="Spark master")
+    config.flag(p, "--trigger-interval", default=StreamConfig.trigger_seconds, type=float, help="seconds between micro-batches")
+    config.flag(p, "--partition-detail", default=ViewOptions.detail, choices=get_args(Detail),
                 help="which partitions get per-partition series")
-    config.flag(p, "--default-min-isr", default=1, type=config.positive_int,
+    config.flag(p, "--default-min-isr", default=ViewOptions.default_min_isr, type=config.positive_int,
                 help="min.insync.replicas of topics without that config (the brokers' default)")
-    config.flag(p, "--max-offsets-per-trigger", default=200_000, type=config.positive_int,
+    config.flag(p, "--max-offsets-per-trigger", default=StreamConfig.max_offsets_per_trigger, type=config.positive_int,
                 help="events read per micro-batch at most")
-    config.flag(p, "--driver-memory", default="1g", help="Spark driver memory")
-    config.flag(p, "--kafka-timeout", default=10.0, type=config.positive_float, metavar="SECONDS",
+    config.flag(p, "--driver-memory", default=StreamConfig.driver_memory, help="Spark driver memory")
+    config.flag(p, "--kafka-timeout", default=StreamConfig.kafka_timeout_s, type=config.positive_float, metavar="SECONDS",
                 help="timeout of each Kafka call of Spark's Kafka source: when a leader of the events "
                      "topic dies, the views stall this long, or until its partitions have a new leader")
-    config.flag(p, "--kafka-outage-limit", default=300.0, type=config.positive_float, metavar="SECONDS",
+    config.flag(p, "--kafka-outage-limit", default=StreamConfig.kafka_outage_limit_s, type=config.positive_float, metavar="SECONDS",
                 help="the query (and kmon stream) fails when the events cluster is unreachable this long")
-    config.flag(p, "--startup-timeout", default=0.0, type=config.non_negative_float, metavar="SECONDS",
+    config.flag(p, "--startup-timeout", default=StreamConfig.startup_timeout_s, type=config.non_negative_float, metavar="SECONDS",
                 help="exit 1 when the events cluster has not answered this long after the start (Spark starts "
                      "only once it has; 0: keep retrying, and say so in the log)")
     p.set_defaults(handler=cmd_stream)
