@@ -161,18 +161,22 @@ def _query(spark, cfg: StreamConfig, driver: ViewDriver):
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     raw = spark.readStream.format("kafka").options(**kafka_source_options(cfg)).load()
-    rows = raw.select(F.coalesce(F.col("key").cast("string"), F.lit("")).alias("key"),
-                      F.col("value").cast("string").alias("value"), "partition", "offset")
-    out = rows.groupBy("key").applyInPandasWithState(
+    key = F.coalesce(F.col("key").cast("string"), F.lit(""))
+    rows = raw.select(key.alias("key"), F.col("value").cast("string").alias("value"), "partition", "offset",
+                      F.pmod(F.hash(key), F.lit(entity_step.BUCKETS)).alias("bucket"))
+    out = rows.groupBy("bucket").applyInPandasWithState(
         entity_step.step, entity_step.OUTPUT_SCHEMA, entity_step.STATE_SCHEMA, "update",
         GroupStateTimeout.NoTimeout)
 
     def sink(batch_df, batch_id: int) -> None:
         started = time.time()
-        driver.on_batch(batch_id, (json.loads(r.result) for r in batch_df.collect()), started)
+        driver.on_batch(batch_id, ({"key": r.key, "record": r.record, **json.loads(r.result)}
+                                   for r in batch_df.collect()), started)
 
+    # "spark-buckets": state per bucket (a checkpoint of the per-key layout of earlier kmon
+    # versions, in "spark", is not read; the events topic is replayed into the new layout)
     return (out.writeStream.outputMode("update").foreachBatch(sink)
-            .option("checkpointLocation", str(cfg.checkpoint / "spark"))
+            .option("checkpointLocation", str(cfg.checkpoint / "spark-buckets"))
             .trigger(processingTime=f"{cfg.trigger_seconds} seconds")
             .start())
 

@@ -39,14 +39,15 @@ class ViewDriver:
 
     def on_batch(self, batch_id: int, rows: Iterable[Mapping[str, object]], started: float) -> None:
         changed: dict[str, EntityRecord | None] = {}
+        texts: dict[str, str | None] = {}   # the records as the executor serialised them, for the record log
         events: Counter[tuple[str, str, str]] = Counter()
         malformed: Counter[tuple[str, str]] = Counter()
         input_rows: Counter[str] = Counter()
         newest: dict[tuple[str, str], int] = {}
         for row in rows:
             key, cluster = str(row["key"]), str(row["cluster"])
-            record = None if row["removed"] else record_from_json(str(row["record"]))
-            changed[key] = record
+            texts[key] = None if row["removed"] else str(row["record"])
+            changed[key] = None if row["removed"] else record_from_json(str(row["record"]))
             input_rows[cluster] += int(row["rows"])  # type: ignore[arg-type]
             for source_kind, n in row["events"].items():  # type: ignore[union-attr]
                 source, kind = source_kind.split("|", 1)
@@ -69,7 +70,7 @@ class ViewDriver:
                 self.records.pop(key, None)
             else:
                 self.records[key] = record
-        self._log.append(batch_id, changed, self.records)
+        self._log.append(batch_id, texts, self.records)
         self._views.apply(changed)
         self._views.refresh()   # before the clock stops: the delay measured is to the rendered view
         self._publish(BatchStats(duration_s=self._clock() - started, finished_ms=self._now_ms(),

@@ -73,9 +73,10 @@ class RecordLog:
                     log.error("%s:%d: dropped the stored record of key %r: %s", path, number, key, e)
         return Loaded(records, dict(dropped))
 
-    def append(self, batch_id: int, changed: Mapping[str, EntityRecord | None],
+    def append(self, batch_id: int, changed: Mapping[str, str | None],
                current: Mapping[str, EntityRecord]) -> None:
-        """Persist batch ``batch_id``'s changes (None = removed); ``current`` is every record after them."""
+        """Persist batch ``batch_id``'s changes, as the executor sent them (record_to_json text;
+        None = removed); ``current`` is every record after them."""
         if not changed:
             return
         self._deltas += 1
@@ -83,18 +84,17 @@ class RecordLog:
         if self._delta_rows < len(current) and self._deltas < self.max_deltas:
             self._write(f"delta-{batch_id}.jsonl", changed.items())
             return
-        self._write(f"full-{batch_id}.jsonl", current.items())
+        self._write(f"full-{batch_id}.jsonl", ((key, record_to_json(r)) for key, r in current.items()))
         for kind, batch, path in self._files():
             if batch < batch_id or (batch == batch_id and kind == "delta"):
                 path.unlink(missing_ok=True)
         self._deltas = self._delta_rows = 0
 
-    def _write(self, name: str, items: Iterable[tuple[str, EntityRecord | None]]) -> None:
+    def _write(self, name: str, items: Iterable[tuple[str, str | None]]) -> None:
         tmp = self.dir / (name + ".tmp")
         with open(tmp, "w") as out:
-            for key, record in items:
-                out.write(json.dumps({"key": key,
-                                      "record": None if record is None else record_to_json(record)}) + "\n")
+            for key, text in items:
+                out.write(json.dumps({"key": key, "record": text}) + "\n")
             out.flush()
             os.fsync(out.fileno())
         tmp.replace(self.dir / name)

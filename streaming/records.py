@@ -111,13 +111,14 @@ def _max(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else max(a, b)
 
 
-def _touch(record: EntityRecord, event: Event) -> EntityRecord:
+def _touch(record: EntityRecord, event: Event, **changes: Any) -> EntityRecord:
     """Bookkeeping of a seen event: ordering key, time, and the snapshot it was part of
-    (also for ignored events, so a resync does not sweep an entity it re-read)."""
+    (also for ignored events, so a resync does not sweep an entity it re-read); plus
+    ``changes``, in the same copy (the fold's hot path)."""
     return replace(record,
                    zxid=_max(record.zxid, event.zxid),
                    last_observed_ms=max(record.last_observed_ms, event.observed_ms),
-                   snapshot_id=event.snapshot_id or record.snapshot_id)
+                   snapshot_id=event.snapshot_id or record.snapshot_id, **changes)
 
 
 def _delete(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Applied]:
@@ -125,8 +126,8 @@ def _delete(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Ap
         return _touch(record, event), Applied.DUPLICATE
     # The tombstone keeps the zxid so an older replayed upsert cannot resurrect the
     # entity; the counters go with the entity.
-    base = _touch(record or _empty(event), event)
-    return replace(base, state=None, counters={}, state_since_ms=None, deleted=True), Applied.APPLIED
+    return (_touch(record or _empty(event), event, state=None, counters={}, state_since_ms=None, deleted=True),
+            Applied.APPLIED)
 
 
 def _upsert(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Applied]:
@@ -144,9 +145,8 @@ def _upsert(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Ap
     if live is not None and prev == new:
         return _touch(live, event), Applied.DUPLICATE
     counters = _add(live.counters if live is not None else {}, _increments(event.kind, prev, new))
-    base = _touch(record or _empty(event), event)
-    return replace(base, kind=event.kind, source=event.source, state=new, counters=counters,
-                   state_since_ms=_state_since(prev, new, live, event), deleted=False), Applied.APPLIED
+    return _touch(record or _empty(event), event, kind=event.kind, source=event.source, state=new, counters=counters,
+                  state_since_ms=_state_since(prev, new, live, event), deleted=False), Applied.APPLIED
 
 
 def _merge_group(prev: GroupState, new: GroupState) -> GroupState:

@@ -49,6 +49,8 @@ class Views:
                 else (cluster_of(key), key.partition("/")[2])
             by_cluster.setdefault(cluster, {})[entity] = record
         for cluster, records in by_cluster.items():
+            if cluster not in self._models and not any(records.values()):
+                continue   # nothing of a cluster never seen (a key of garbage the step dropped)
             model = self._models.setdefault(cluster, ClusterModel(cluster, self._options))
             try:
                 model.apply(records)
@@ -58,7 +60,12 @@ class Views:
                 everything = {**model.records, **records}
                 self._failed(list(CLUSTER_FAMILIES), [cluster], e)
                 fresh.apply({entity: r for entity, r in everything.items() if r is not None})
-            self._stale.add(cluster)
+            if self._models[cluster].records:
+                self._stale.add(cluster)
+            else:   # nothing left of it: no series either
+                del self._models[cluster]
+                self._stale.discard(cluster)
+                self._texts = {k: texts for k, texts in self._texts.items() if k[0] != cluster}
 
     def refresh(self) -> None:
         """Render what the changes applied since the last refresh touched."""

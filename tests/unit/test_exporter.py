@@ -226,3 +226,15 @@ def test_a_model_that_raises_on_a_change_is_rebuilt_from_its_records(monkeypatch
     assert value(series, "kmon_under_replicated_partitions", topic="t") == 2
     assert value(series, "kmon_partition_leader", topic="t", partition=0) == 3
     assert set(errors(series).values()) == {0, 1} and errors(series)["self"] == 0
+
+
+def test_a_cluster_shows_while_it_has_records():
+    views = Views(ViewOptions())
+    assert exposed([], views=views) == exposed([], views=Views(ViewOptions()))
+    views.apply({"": None, "ghost/broker:1": None})   # keys of garbage the step dropped
+    assert not any(("cluster", "ghost") in labels or ("cluster", "unknown") in labels
+                   for _, labels in parse(views.exposition(SelfStats()).body(0)))
+    only = [rec("broker", "broker:1", BrokerState(1, "h", 1, None), cluster="c2")]
+    assert value(exposed(only, views=views), "kmon_brokers", cluster="c2") == 1
+    views.apply({"c2/broker:1": None})
+    assert not any(("cluster", "c2") in labels for _, labels in parse(views.exposition(SelfStats()).body(0)))
