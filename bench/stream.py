@@ -1,31 +1,36 @@
-"""The Spark app on a real broker: backlog drain, storm absorption, event -> export delay."""
+"""The Spark app on a real broker: backlog drain, storm absorption, event -> export delay;
+and, on the same backlog, the limits the drain is held against: a plain consumer (the
+transport) and the pure fold (the logic)."""
 from __future__ import annotations
 
+import json
 import statistics
 import time
 import urllib.request
-from typing import Callable, Iterable
+from collections import defaultdict
+from typing import Callable, Iterable, Iterator
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.harness import local_stack
+from bench.harness import TopicReader, local_stack
 from bench.measure import percentile, wait
 from bench.synthetic import Shape, Zxids, broker_failure, healthy
-from kmon.events import PartitionState, encode, entity_key
+from kmon.events import Event, PartitionState, ZnodeMeta, decode, encode, entity_key
 from streaming.app import StreamApp, StreamConfig
+from streaming.entity_step import fold
 
 TOPIC = "kmon-bench-events"
 
 
-def _produce(bootstrap: str, events: Iterable) -> int:
+def _produce(bootstrap: str, messages: Iterable[tuple[str, bytes]]) -> int:
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.num.messages": 10000,
                   "queue.buffering.max.messages": 1_000_000, "compression.type": "lz4"})
     n = 0
-    for e in events:
+    for key, value in messages:
         while True:
             try:
-                p.produce(TOPIC, key=e.message_key, value=encode(e))
+                p.produce(TOPIC, key=key, value=value)
                 break
             except BufferError:
                 p.poll(0.1)
@@ -34,8 +39,28 @@ def _produce(bootstrap: str, events: Iterable) -> int:
     return n
 
 
+def _encoded(events: Iterable[Event]) -> Iterator[tuple[str, bytes]]:
+    return ((e.message_key, encode(e)) for e in events)
+
+
 def _rows(app: StreamApp) -> int:
     return sum(app.holder.get().stats.input_rows.values())
+
+
+def _backlog_events(shape: Shape, zxid: Zxids, backlog: int) -> Iterator[Event]:
+    """The healthy cluster, then broker failures until ``backlog`` events."""
+    n = 0
+    for e in healthy(shape, zxid):
+        n += 1
+        yield e
+    broker = 1
+    while n < backlog:
+        for e in broker_failure(shape, zxid, broker % shape.brokers + 1):
+            n += 1
+            yield e
+            if n >= backlog:
+                return
+        broker += 1
 
 
 def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progress: Callable[[str], None]) -> dict:
@@ -46,51 +71,140 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
         admin.create_topics([NewTopic(TOPIC, 4, 1)])[TOPIC].result(30)
         shape, zxid = Shape(partitions=partitions), Zxids()
         progress(f"producing a backlog: {partitions} partitions, then broker failures up to {backlog} events")
-
-        def backlog_events():
-            n = 0
-            for e in healthy(shape, zxid):
-                n += 1
-                yield e
-            broker = 1
-            while n < backlog:
-                for e in broker_failure(shape, zxid, broker % shape.brokers + 1):
-                    n += 1
-                    yield e
-                    if n >= backlog:
-                        return
-                broker += 1
-        produced = _produce(boot, backlog_events())
-        app = StreamApp(StreamConfig(bootstrap_servers=boot, events_topic=TOPIC,
-                                     checkpoint=stack.dir.parent / "checkpoint", metrics_host="127.0.0.1",
-                                     metrics_port=0, master="local[2]", trigger_seconds=trigger,
-                                     shuffle_partitions=4, spark_jars=tuple(stack.tools.spark_jar_list())))
+        messages = list(_encoded(_backlog_events(shape, zxid, backlog)))   # kept for the fold's limit
+        produced = _produce(boot, messages)
+        cfg = StreamConfig(bootstrap_servers=boot, events_topic=TOPIC, checkpoint=stack.dir.parent / "checkpoint",
+                           metrics_host="127.0.0.1", metrics_port=0, master="local[2]", trigger_seconds=trigger,
+                           shuffle_partitions=4, spark_jars=tuple(stack.tools.spark_jar_list()))
+        # Before the app starts, so that neither shares the two cores with Spark.
+        progress(f"limits: a plain consumer reading the {produced} events, then decode and fold alone")
+        limits = {"transport_events_per_s": produced / _read_to_end(boot, produced),
+                  **_logic_limits(messages, cfg.max_offsets_per_trigger)}
+        del messages
+        app = StreamApp(cfg)
         app.start()
+        driver_s = _time_driver(app)
         try:
             progress(f"draining {produced} events")
             drain_s = wait(lambda: _rows(app) >= produced, 3600, "backlog drain")
+            progress(_batch_phases(app, produced, driver_s))
             before = _rows(app)
             storm = list(broker_failure(shape, zxid, broker=shape.brokers))
             progress(f"storm: {len(storm)} events (broker failure in {partitions} partitions)")
             t0 = time.perf_counter()
-            _produce(boot, storm)
+            _produce(boot, _encoded(storm))
             wait(lambda: _rows(app) >= before + len(storm), 3600, "storm")
             storm_s = time.perf_counter() - t0  # produce + absorb: the app reads while we write
             progress(f"event -> export delay, {delay_samples} samples")
             delays, scrapes = _delays(app, boot, delay_samples, zxid)
         finally:
             app.stop()
+    drain = produced / drain_s
     return {"partitions": partitions, "backlog_events": produced, "drain_s": drain_s,
-            "drain_events_per_s": produced / drain_s, "storm_events": len(storm), "storm_s": storm_s,
+            "drain_events_per_s": drain, **limits,
+            "drain_vs_transport": drain / limits["transport_events_per_s"],
+            "drain_vs_fold": drain / limits["fold_events_per_s"],
+            "storm_events": len(storm), "storm_s": storm_s,
             "storm_events_per_s": len(storm) / storm_s, "trigger_s": trigger,
             "delay_p50_s": statistics.median(delays), "delay_p99_s": percentile(delays, 0.99),
             "first_scrape_p50_s": statistics.median(scrapes), "first_scrape_max_s": max(scrapes)}
 
 
+def _read_to_end(boot: str, n: int) -> float:
+    """Seconds a plain consumer (own group, from the earliest offset, no commits) takes to read
+    the ``n`` events of the topic: the most the transport gives any reader on this machine."""
+    reader = TopicReader(boot, TOPIC)
+
+    def read_all() -> bool:
+        reader.poll(set())   # no keys asked about: it counts what it reads, and decodes nothing
+        return reader.messages >= n
+    try:
+        return wait(read_all, 600, "reading the backlog", interval=0)
+    finally:
+        reader.close()
+
+
+def _logic_limits(messages: list[tuple[str, bytes]], batch_events: int) -> dict:
+    """Events/s of decode alone, and of the fold alone, single-threaded on the backlog's values.
+
+    The fold sees what the app's executors see, without Spark: batches of ``batch_events`` in
+    produce order, grouped by key, each key's record carried into its next batch as its
+    state. Grouping (Spark's shuffle and sort) is done before the clock starts."""
+    values = [v.decode() for _, v in messages]   # the app casts Kafka's value to a string
+    started = time.perf_counter()
+    for v in values:
+        decode(v)
+    decode_s = time.perf_counter() - started
+    batches = []
+    for first in range(0, len(messages), batch_events):
+        keys: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+        for offset in range(first, min(first + batch_events, len(messages))):
+            keys[messages[offset][0]].append((0, offset, values[offset]))
+        batches.append(keys)
+    state: dict[str, str | None] = {}
+    started = time.perf_counter()
+    for keys in batches:
+        for key, rows in keys.items():
+            state[key] = fold(key, state.get(key), rows)["record"]
+    fold_s = time.perf_counter() - started
+    return {"decode_events_per_s": len(values) / decode_s, "fold_events_per_s": len(values) / fold_s,
+            "fold_calls": sum(map(len, batches))}
+
+
+def _time_driver(app: StreamApp) -> dict[str, list[float]]:
+    """Seconds of each batch's driver side (merge, record log, publish) and of its record-log
+    append, by wrapping the two methods on their instances (streaming/ stays untouched).
+    Wrapped after start(): a first batch that ends before this would go untimed, and the
+    phase summary would show one call fewer than batches."""
+    assert app.driver is not None
+    spent: dict[str, list[float]] = {"driver on_batch": [], "record log append": []}
+    app.driver.on_batch = _timer(app.driver.on_batch, spent["driver on_batch"])  # type: ignore[method-assign]
+    app.driver._log.append = _timer(app.driver._log.append, spent["record log append"])  # type: ignore[method-assign]
+    return spent
+
+
+def _timer(f: Callable, spent: list[float]) -> Callable:
+    def timed(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return f(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - started)
+    return timed
+
+
+def _batch_phases(app: StreamApp, rows: int, driver_s: dict[str, list[float]]) -> str:
+    """Where the drain's ``rows`` events spent their time, from Spark's query progress (it keeps
+    the last 100 batches) and the driver timers: a Markdown table of sum / median / max in ms.
+    State-store times are summed over the shuffle partitions' tasks, which run in parallel."""
+    def batches() -> list[dict]:
+        return [p for p in map(json.loads, (p.json for p in app._query.recentProgress)) if p["numInputRows"]]
+    # a batch's progress comes after its sink (which ended the drain) returns
+    wait(lambda: sum(p["numInputRows"] for p in batches()) >= rows, 120, "the drain's query progress", 0.5)
+    drained = batches()
+    phases: dict[str, list[float]] = defaultdict(list)
+    for p in drained:
+        phases["input rows"].append(p["numInputRows"])
+        for k, v in p["durationMs"].items():
+            phases[k].append(v)
+        for op in p["stateOperators"]:
+            for k in ("numRowsTotal", "numRowsUpdated", "allUpdatesTimeMs", "commitTimeMs"):
+                phases[f"state {k}"].append(op[k])
+            for k, v in op.get("customMetrics", {}).items():
+                if k.startswith("rocksdbCommit") or k in ("rocksdbGetLatency", "rocksdbPutLatency"):
+                    phases[f"state {k}"].append(v)
+    for what, seconds in driver_s.items():
+        phases[what] = [s * 1000 for s in seconds]
+    lines = [f"{len(drained)} batches with input; ms unless a count", "| phase | n | sum | median | max |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {k} | {len(v)} | {sum(v):.0f} | {statistics.median(v):.0f} | {max(v):.0f} |"
+              for k, v in sorted(phases.items()) if v]
+    return "\n".join(lines)
+
+
 def _delays(app: StreamApp, boot: str, samples: int, zxid: Zxids) -> tuple[list[float], list[float]]:
     """One ISR flip at a time: produce, wait until the published snapshot has it, then scrape
     /metrics once (that scrape builds the views). Returns both delays and the scrape times."""
-    from kmon.events import Event, ZnodeMeta
     p = Producer({"bootstrap.servers": boot, "linger.ms": 0})
     delays, scrapes = [], []
     for i in range(samples):
