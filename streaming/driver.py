@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Callable, Iterable, Mapping
 
 from streaming.record_log import RecordLog
-from streaming.records import UNKNOWN_SOURCE, EntityRecord, record_from_json
+from streaming.records import UNKNOWN_SOURCE, EntityRecord, cluster_of, record_from_json
 from streaming.snapshot import Snapshot, SnapshotHolder
 from streaming.stats import BatchStats, SelfStats
 from streaming.views import ViewOptions, Views
@@ -28,18 +28,20 @@ class ViewDriver:
         self._topic = events_topic   # names where a malformed event is, in the log
         self._clock = clock
         loaded = record_log.load()
-        self.records: dict[str, EntityRecord] = loaded.records
-        self._views.apply(self.records)
+        # every record as stored (record_to_json), by message key: what the record log's next full
+        # file holds; the views hold the records themselves
+        self._texts: dict[str, str] = loaded.texts
+        self._views.apply(loaded.records)
         self._stats = SelfStats()
-        if self.records:
-            log.info("restored %d entity records from %s", len(self.records), record_log.dir)
+        if self._texts:
+            log.info("restored %d entity records from %s", len(self._texts), record_log.dir)
         self._publish(BatchStats(duration_s=0.0, finished_ms=self._now_ms(), state_rows=self._state_rows(),
                                  malformed={(cluster, UNKNOWN_SOURCE): n for cluster, n in loaded.dropped.items()}),
                       count=False)
 
     def on_batch(self, batch_id: int, rows: Iterable[Mapping[str, object]], started: float) -> None:
         changed: dict[str, EntityRecord | None] = {}
-        texts: dict[str, str | None] = {}   # the records as the executor serialised them, for the record log
+        texts: dict[str, str | None] = {}   # the same, as the executor serialised them
         events: Counter[tuple[str, str, str]] = Counter()
         malformed: Counter[tuple[str, str]] = Counter()
         input_rows: Counter[str] = Counter()
@@ -65,12 +67,12 @@ class ViewDriver:
                 malformed[(cluster, UNKNOWN_SOURCE)] += 1
                 log.warning("dropped the stored record of key %r, rebuilt from its events: %s",
                             key, row["dropped_state"])
-        for key, record in changed.items():
-            if record is None:
-                self.records.pop(key, None)
+        for key, text in texts.items():
+            if text is None:
+                self._texts.pop(key, None)
             else:
-                self.records[key] = record
-        self._log.append(batch_id, texts, self.records)
+                self._texts[key] = text
+        self._log.append(batch_id, texts, self._texts)
         self._views.apply(changed)
         self._views.refresh()   # before the clock stops: the delay measured is to the rendered view
         self._publish(BatchStats(duration_s=self._clock() - started, finished_ms=self._now_ms(),
@@ -78,7 +80,7 @@ class ViewDriver:
                                  malformed=dict(malformed), newest_observed_ms=newest,
                                  state_rows=self._state_rows()))
         if changed:
-            log.debug("batch %d: %d entities changed, %d held", batch_id, len(changed), len(self.records))
+            log.debug("batch %d: %d entities changed, %d held", batch_id, len(changed), len(self._texts))
 
     def _publish(self, batch: BatchStats, count: bool = True) -> None:
         if count:
@@ -88,7 +90,7 @@ class ViewDriver:
         self._holder.set(Snapshot(self._views.exposition(self._stats), self._stats))
 
     def _state_rows(self) -> dict[str, int]:
-        return dict(Counter(r.cluster for r in self.records.values()))
+        return dict(Counter(map(cluster_of, self._texts)))
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from kmon.events import MalformedEvent, parse_json
-from streaming.records import EntityRecord, cluster_of, record_from_json, record_to_json
+from streaming.records import EntityRecord, cluster_of, record_from_json
 
 log = logging.getLogger("kmon.stream")
 
@@ -31,6 +31,7 @@ _FILE = re.compile(r"^(full|delta)-(\d+)\.jsonl$")
 @dataclass(frozen=True)
 class Loaded:
     records: dict[str, EntityRecord]
+    texts: dict[str, str]   # the same records as stored (record_to_json), for the next full file
     # cluster -> stored records that no longer decode (corrupt, or let in by a laxer kmon):
     # each is logged and left out, so one cannot stop the app from starting
     dropped: Mapping[str, int] = field(default_factory=dict)
@@ -51,6 +52,7 @@ class RecordLog:
         fulls = [f for f in files if f[0] == "full"]
         start = fulls[-1][1] if fulls else -1
         records: dict[str, EntityRecord] = {}
+        texts: dict[str, str] = {}
         dropped: Counter[str] = Counter()
         self._deltas = self._delta_rows = 0
         for kind, batch, path in files:
@@ -66,17 +68,18 @@ class RecordLog:
                     key, text = _line(line)
                     if text is None:
                         records.pop(key, None)
+                        texts.pop(key, None)
                     else:
                         records[key] = record_from_json(text)
+                        texts[key] = text
                 except MalformedEvent as e:
                     dropped[cluster_of(key)] += 1
                     log.error("%s:%d: dropped the stored record of key %r: %s", path, number, key, e)
-        return Loaded(records, dict(dropped))
+        return Loaded(records, texts, dict(dropped))
 
-    def append(self, batch_id: int, changed: Mapping[str, str | None],
-               current: Mapping[str, EntityRecord]) -> None:
-        """Persist batch ``batch_id``'s changes, as the executor sent them (record_to_json text;
-        None = removed); ``current`` is every record after them."""
+    def append(self, batch_id: int, changed: Mapping[str, str | None], current: Mapping[str, str]) -> None:
+        """Persist batch ``batch_id``'s changes as the executor sent them (record_to_json text;
+        None = removed); ``current`` is every record after them, in the same form."""
         if not changed:
             return
         self._deltas += 1
@@ -84,7 +87,7 @@ class RecordLog:
         if self._delta_rows < len(current) and self._deltas < self.max_deltas:
             self._write(f"delta-{batch_id}.jsonl", changed.items())
             return
-        self._write(f"full-{batch_id}.jsonl", ((key, record_to_json(r)) for key, r in current.items()))
+        self._write(f"full-{batch_id}.jsonl", current.items())
         for kind, batch, path in self._files():
             if batch < batch_id or (batch == batch_id and kind == "delta"):
                 path.unlink(missing_ok=True)
