@@ -44,6 +44,9 @@ def _encoded(events: Iterable[Event]) -> Iterator[tuple[str, bytes]]:
 
 
 def _rows(app: StreamApp) -> int:
+    """Events the app has folded so far; raises if its query died (a wait would last its whole timeout)."""
+    if (why := app.failure()) is not None:
+        raise RuntimeError(f"the streaming query stopped: {why[:2000]}")
     return sum(app.holder.get().stats.input_rows.values())
 
 
