@@ -292,6 +292,13 @@ def from_plain(cls: type, raw: Any) -> Any:
     """Inverse of :func:`plain`: the dataclass ``cls`` from parsed JSON, every field checked
     against its type hint (ints are ints, not bools or strings, and within their Range;
     lists, maps and nested dataclasses down to their items). Raises MalformedEvent."""
+    try:
+        return _fast(cls)(raw)
+    except Exception:   # anything the fast path does not vouch for: the checked path decides, and names it
+        return _checked(cls, raw)
+
+
+def _checked(cls: type, raw: Any) -> Any:
     if type(raw) is not dict:
         raise MalformedEvent(f"{cls.__name__} should be a JSON object, got {_short(raw)}")
     converters = _converters(cls)
@@ -311,6 +318,52 @@ def from_plain(cls: type, raw: Any) -> Any:
 
 
 Convert = Callable[[Any], Any]   # a JSON value -> the field's value, or MalformedEvent
+
+
+class _Slow(Exception):
+    """The fast path met a value it does not vouch for."""
+
+
+@functools.cache
+def _fast(cls: type) -> Convert:
+    """A decoder of ``cls`` written out from its type hints, for valid input: the checked path
+    calls a converter per field, which made decode most of the stream's CPU. It accepts only
+    what the checked path accepts (ASCII strings, ints in range, ...) and raises otherwise."""
+    env: dict[str, Any] = {"Slow": _Slow, "cls": cls}
+    lines = ["def fast(raw):", "    if type(raw) is not dict: raise Slow", "    args = {}"]
+    for i, (name, hint) in enumerate(typing.get_type_hints(cls, include_extras=True).items()):
+        lines += [f"    if {name!r} in raw:", f"        v = raw[{name!r}]"]
+        lines += ["        " + line for line in _fast_check(hint, f"c{i}", env)]
+        lines.append(f"        args[{name!r}] = v")
+    lines += ["    if len(args) != len(raw): raise Slow   # a field it does not know", "    return cls(**args)"]
+    exec("\n".join(lines), env)   # noqa: S102 (code made from type hints, not from input)
+    return env["fast"]
+
+
+def _fast_check(hint: Any, tag: str, env: dict[str, Any]) -> list[str]:
+    """Statements that check ``v`` against ``hint`` (raise) and leave its value in ``v``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = (a for a in args if a is not type(None))
+        return ["if v is not None:", *("    " + line for line in _fast_check(inner, tag, env) or ["pass"])]
+    if origin is Annotated and args[0] is int:
+        return [f"if type(v) is not int or not {args[1].lo} <= v <= {args[1].hi}: raise Slow"]
+    if hint is int:
+        return [f"if type(v) is not int or not {-INT64_MAX - 1} <= v <= {INT64_MAX}: raise Slow"]
+    if hint is str:
+        return ["if type(v) is not str or not v.isascii(): raise Slow"]
+    if hint is Any:
+        return []
+    if origin is Literal and all(type(a) is str for a in args):
+        env[tag] = frozenset(args)
+        return [f"if type(v) is not str or v not in {tag}: raise Slow"]
+    item = typing.get_args(args[0]) if origin is tuple else ()
+    if item and item[0] is int and typing.get_origin(args[0]) is Annotated:
+        lo, hi = item[1].lo, item[1].hi
+        return ["if type(v) is not list or not all(type(x) is int for x in v) "
+                f"or (v and not ({lo} <= min(v) and max(v) <= {hi})): raise Slow", "v = tuple(v)"]
+    env[tag] = _fast(hint) if dataclasses.is_dataclass(hint) else _converter(hint)
+    return [f"v = {tag}(v)"]
 
 _ENVELOPE = frozenset(f.name for f in fields(Event))
 _DECIMAL = re.compile(r"-?(0|[1-9][0-9]{0,18})")   # an int map key as JSON writes it

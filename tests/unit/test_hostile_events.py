@@ -19,6 +19,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+import kmon.events
+
 from kmon.events import (EVENTS_TOPIC, KINDS, MARKER_KINDS, STATE_TYPES, BrokerState, ControllerState, Endpoint, Event,
                          GroupMember, GroupState, IsrChangeState, MalformedEvent, PartitionState,
                          PreferredElectionState, ReassignmentState, SnapshotMarker, TopicDeletionState,
@@ -336,3 +338,19 @@ def test_a_bad_delta_line_keeps_the_key_s_earlier_record(tmp_path: Path) -> None
     (tmp_path / "full-1.jsonl").write_text(json.dumps({"key": "c1/controller", "record": record_to_json(CONTROLLER)}) + "\n")
     (tmp_path / "delta-2.jsonl").write_text(json.dumps({"key": "c1/controller", "record": "{}"}) + "\n")
     assert RecordLog(tmp_path).load().records == {"c1/controller": CONTROLLER}
+
+
+@settings(FAST, max_examples=400)
+@given(st.data())
+def test_decode_s_fast_path_accepts_nothing_the_checked_path_refuses(data: st.DataObject) -> None:
+    """kmon.events writes out a decoder per dataclass for valid input; whatever it accepts, the
+    field-by-field checked path must accept too, with the same result."""
+    event = data.draw(events())
+    doc = json.loads(data.draw(poisoned(wire(event))))
+    for cls, raw in ((STATE_TYPES[event.kind], doc.get("data")), (ZnodeMeta, doc.get("znode")),
+                     (Event, {**doc, "data": None})):
+        try:
+            fast = kmon.events._fast(cls)(raw)
+        except Exception:
+            continue   # refused: from_plain asks the checked path, which decides
+        assert kmon.events._checked(cls, raw) == fast
