@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Callable, Iterable, Mapping
 
 from streaming.record_log import RecordLog
-from streaming.records import UNKNOWN_SOURCE, EntityRecord, cluster_of, record_from_json
+from streaming.records import UNKNOWN_SOURCE, EntityRecord, record_from_json
 from streaming.snapshot import Snapshot, SnapshotHolder
 from streaming.stats import BatchStats, SelfStats
 from streaming.views import ViewOptions, Views
@@ -90,7 +90,7 @@ class ViewDriver:
         self._holder.set(Snapshot(self._views.exposition(self._stats), self._stats))
 
     def _state_rows(self) -> dict[str, int]:
-        return dict(Counter(map(cluster_of, self._texts)))
+        return self._views.record_counts()
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)

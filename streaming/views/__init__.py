@@ -67,6 +67,10 @@ class Views:
                 self._stale.discard(cluster)
                 self._texts = {k: texts for k, texts in self._texts.items() if k[0] != cluster}
 
+    def record_counts(self) -> dict[str, int]:
+        """Records held per cluster, tombstones included."""
+        return {cluster: len(model.records) for cluster, model in self._models.items()}
+
     def refresh(self) -> None:
         """Render what the changes applied since the last refresh touched."""
         for cluster in sorted(self._stale):

@@ -164,30 +164,19 @@ class ClusterModel:
         assignment, partition states, deletion, reassignment) or the registration of one of
         its leaders changes: ``derive`` must read nothing else."""
         memo = self._per_topic.setdefault(derive, {})
-        out = {}
-        for topic in sorted(self._topics):
-            if topic not in memo:
-                memo[topic] = derive(self, topic)
-            out[topic] = memo[topic]
-        return out
+        return {topic: _memoised(memo, topic, derive, self, topic) for topic in sorted(self._topics)}
 
     def per_entity(self, kind: str, derive: Callable[[ClusterModel, EntityRecord], T]) -> dict[str, T]:
         """``derive(self, record)`` of every live record of ``kind``, memoised until that
         record changes: ``derive`` must read nothing else."""
         memo = self._per_entity.setdefault(derive, {})
-        out = {}
-        for entity, record in sorted(self._live[kind].items()):
-            if entity not in memo:
-                memo[entity] = derive(self, record)
-            out[entity] = memo[entity]
-        return out
+        return {entity: _memoised(memo, entity, derive, self, record)
+                for entity, record in sorted(self._live[kind].items())}
 
     def partitions(self, topic: str) -> list[Partition]:
         """The topic's assigned partitions, memoised like a ``per_topic`` derivation."""
-        memo = self._per_topic.setdefault(ClusterModel._partitions, {})
-        if topic not in memo:
-            memo[topic] = self._partitions(topic)
-        return memo[topic]
+        return _memoised(self._per_topic.setdefault(ClusterModel._partitions, {}), topic,
+                         ClusterModel._partitions, self, topic)
 
     def _partitions(self, topic: str) -> list[Partition]:
         record = self._topics.get(topic)
@@ -209,6 +198,12 @@ class ClusterModel:
                 state=state_record.state if state_record is not None else None,
                 counters=state_record.counters if state_record is not None else {}))
         return out
+
+
+def _memoised(memo: dict[str, Any], key: str, derive: Callable[..., T], *args: Any) -> T:
+    if key not in memo:
+        memo[key] = derive(*args)
+    return memo[key]
 
 
 def _min_isr(config: Mapping[str, str], default: int) -> int:
