@@ -8,7 +8,7 @@ import sys
 import time
 
 from bench import failover, groups, scrape, stream, zk
-from kmon.monitor import MonitorOptions
+from streaming.app import StreamConfig
 
 
 def _table(rows: list[dict]) -> str:
@@ -28,7 +28,7 @@ def main() -> int:
     st.add_argument("--partitions", type=int, default=100_000)
     st.add_argument("--backlog", type=int, default=1_000_000)
     st.add_argument("--delay-samples", type=int, default=50)
-    st.add_argument("--trigger", type=float, default=1.0)
+    st.add_argument("--trigger", type=float, default=StreamConfig.trigger_seconds)
     z = sub.add_parser("zk", help="the ZooKeeper collector on synthetic trees in a real ZooKeeper")
     z.add_argument("--partitions", default="1000,10000,100000")
     z.add_argument("--samples", type=int, default=200, help="ISR flips timed one at a time, per size")
@@ -38,7 +38,7 @@ def main() -> int:
                                         "events on the monitored one")
     f.add_argument("--rounds", type=int, default=21,
                    help="brokers killed (and restarted) one after the other: follower, leader, controller, ...")
-    f.add_argument("--trigger", type=float, default=MonitorOptions().trigger_seconds,
+    f.add_argument("--trigger", type=float, default=StreamConfig.trigger_seconds,
                    help="the stream apps' trigger interval (s)")
     args = p.parse_args()
     log = lambda msg: print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)

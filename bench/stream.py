@@ -78,7 +78,7 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
         produced = _produce(boot, messages)
         cfg = StreamConfig(bootstrap_servers=boot, events_topic=TOPIC, checkpoint=stack.dir.parent / "checkpoint",
                            metrics_host="127.0.0.1", metrics_port=0, master="local[2]", trigger_seconds=trigger,
-                           shuffle_partitions=4, spark_jars=tuple(stack.tools.spark_jar_list()))
+                           spark_jars=tuple(stack.tools.spark_jar_list()))
         # Before the app starts, so that neither shares the two cores with Spark.
         progress(f"limits: a plain consumer reading the {produced} events, then decode and fold alone")
         limits = {"transport_events_per_s": produced / _read_to_end(boot, produced),

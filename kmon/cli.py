@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "print every address and run until SIGTERM/Ctrl-C, then stop them all.")
     _stack_flags(run)
     config.flag(run, "--cluster", default="local", help="name of the local cluster in events and metrics")
-    config.flag(run, "--trigger-interval", default=1.0, type=float, help="seconds between Spark micro-batches")
+    config.flag(run, "--trigger-interval", default=None, type=float,
+                help="seconds between Spark micro-batches (default: kmon stream's)")
     run.set_defaults(handler=cmd_run)
 
     stack = sub.add_parser("stack", help="start/stop/inspect the local stack",

@@ -18,7 +18,7 @@ COLLECTORS = ("zk", "groups")
 class MonitorOptions:
     cluster: str = "local"
     events_topic: str = EVENTS_TOPIC
-    trigger_seconds: float = 1.0
+    trigger_seconds: float | None = None   # None: kmon stream's own default
     groups_poll_seconds: float = 5.0
     spark_master: str = "local[2]"
 
@@ -49,5 +49,5 @@ def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
             "stream", "--bootstrap-servers", s.events_bootstrap_servers, "--events-topic", opts.events_topic,
             "--checkpoint", f"{stack.dir}/checkpoint", "--metrics-host", "127.0.0.1",
             "--metrics-port", str(port), "--master", opts.spark_master,
-            "--trigger-interval", str(opts.trigger_seconds)),
+            *(() if opts.trigger_seconds is None else ("--trigger-interval", str(opts.trigger_seconds)))),
             port, marker=f"--metrics-port {port}", ready_url=f"http://127.0.0.1:{port}/metrics")

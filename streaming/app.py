@@ -10,6 +10,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 from kmon import http
 from kmon.events import EVENTS_TOPIC
 from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_probing, tcp_probe, watch
-from streaming import entity_step
+from streaming import entity_step, pydaemon
 from streaming.driver import ViewDriver
 from streaming.exporter import serve_metrics
 from streaming.record_log import RecordLog
@@ -37,8 +38,11 @@ class StreamConfig:
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 9308
     master: str | None = "local[*]"   # None: keep the master spark-submit set
-    trigger_seconds: float = 1.0
-    shuffle_partitions: int = 4       # fixed in the checkpoint once the query has run
+    # A micro-batch of a few events costs ~0.5 s on two cores (bench/README.md, "The delay"),
+    # so a change waits at most a quarter of a second for its batch to start.
+    trigger_seconds: float = 0.25
+    # None: the local master's cores, else 4. Fixed in the checkpoint once the query has run.
+    shuffle_partitions: int | None = None
     max_offsets_per_trigger: int = 200_000
     kafka_timeout_s: float = 10.0     # per Kafka call of the source; see kafka_source_options
     kafka_outage_limit_s: float = 300.0  # the query fails once the events cluster is away this long
@@ -110,18 +114,40 @@ def _session(cfg: StreamConfig):
     for k, v in {
         "spark.jars": ",".join(cfg.spark_jars),
         "spark.driver.memory": cfg.driver_memory,
-        "spark.sql.shuffle.partitions": str(cfg.shuffle_partitions),
+        "spark.sql.shuffle.partitions": str(shuffle_partitions(cfg)),
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        # a commit writes the batch's changes, not a RocksDB checkpoint per task; snapshots are
+        # made in the background (Spark reads checkpoints of either kind)
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",  # progress bars would fill the log file
         "spark.sql.session.timeZone": "UTC",
+        # the workers are this interpreter, with kmon importable (see the module)
+        "spark.python.daemon.module": pydaemon.MODULE if _in_process(cfg) else "",
     }.items():
         if v:
             b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _in_process(cfg: StreamConfig) -> bool:
+    """Spark's executors run in this process (and their Python workers on this machine)."""
+    return bool(cfg.master) and cfg.master.startswith("local")
+
+
+def shuffle_partitions(cfg: StreamConfig) -> int:
+    """One state partition per core of a local master: each costs every micro-batch a task
+    (Python worker hand-off, state commit) however few events it holds."""
+    if cfg.shuffle_partitions is not None:
+        return cfg.shuffle_partitions
+    local = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", cfg.master or "")
+    if not local:
+        return 4
+    cores = local.group(1) or "1"
+    return (os.cpu_count() or 1) if cores == "*" else int(cores)
 
 
 # Spark's default pause between two attempts of the source to read the end offsets
@@ -153,6 +179,8 @@ def kafka_source_options(cfg: StreamConfig) -> dict[str, str]:
         "kafka.default.api.timeout.ms": timeout_ms,
         "fetchOffset.numRetries": str(attempts),
         "fetchOffset.retryIntervalMs": str(int(OFFSET_RETRY_INTERVAL_S * 1000)),
+        # the executors' reads of a one-event range waited out the broker's default 500 ms
+        "kafka.fetch.max.wait.ms": "10",
     }
 
 

@@ -1,12 +1,13 @@
 """`kmon stream`'s flags and the Kafka source options they become (no Spark started)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from kmon.cli import build_parser
-from streaming.app import OFFSET_RETRY_INTERVAL_S, StreamConfig, kafka_source_options
+from streaming.app import OFFSET_RETRY_INTERVAL_S, StreamConfig, kafka_source_options, shuffle_partitions
 from streaming.cli import stream_config
 
 
@@ -62,3 +63,11 @@ def test_a_short_outage_limit_keeps_sparks_three_attempts() -> None:
     opts = kafka_source_options(StreamConfig(bootstrap_servers="k1:9092", kafka_timeout_s=30, kafka_outage_limit_s=5))
     assert opts["fetchOffset.numRetries"] == "3"
     assert opts["kafka.default.api.timeout.ms"] == "30000"
+
+
+@pytest.mark.parametrize("master, cores", [("local[2]", 2), ("local[3,2]", 3), ("local", 1), ("local[*]", None),
+                                           ("spark://m:7077", 4), (None, 4), ("local-cluster[2,1,1024]", 4)])
+def test_state_partitions_default_to_the_local_masters_cores(master: str | None, cores: int | None) -> None:
+    expected = cores if cores is not None else (os.cpu_count() or 1)
+    assert shuffle_partitions(StreamConfig(bootstrap_servers="k", master=master)) == expected
+    assert shuffle_partitions(StreamConfig(bootstrap_servers="k", master=master, shuffle_partitions=7)) == 7

@@ -1,0 +1,55 @@
+"""The daemon Spark forks its Python workers from: pyspark's own, with zip archives on the
+workers' path re-read only when they changed.
+
+Before every task a pyspark worker calls ``importlib.invalidate_caches()`` (for files shipped
+with the job). On Python 3.11 that makes every zip importer re-read its archive's whole
+directory: pyspark.zip once per imported subpackage, and spark-core's 5k-entry jar, which
+Spark puts on the workers' path. That cost ~0.4 s of CPU per task, which is most of what a
+one-event micro-batch cost on two cores (bench/README.md, "The delay"). An archive whose size
+and modification time are those of the last read keeps its directory; a changed one is read
+again, as before.
+
+``StreamApp`` selects it (``spark.python.daemon.module``) when Spark runs in this process
+(``local[...]``), where the workers are this interpreter with kmon importable. Under
+spark-submit it is opt-in with ``--conf spark.python.daemon.module=streaming.pydaemon``, for
+clusters where kmon is installed on the executors.
+"""
+from __future__ import annotations
+
+import os
+import zipimport
+
+MODULE = "streaming.pydaemon"
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def reread_when_changed(reread):
+    """``zipimporter.invalidate_caches`` that calls ``reread`` only when the archive changed
+    since it was last read. Python keeps one directory per archive; an importer of an
+    unchanged archive (pyspark.zip has one per imported subpackage) takes that one."""
+    read_at: dict[str, tuple[int, int] | None] = {}
+
+    def invalidate_caches(importer: zipimport.zipimporter) -> None:
+        archive = importer.archive
+        stamp = _stamp(archive)
+        current = getattr(zipimport, "_zip_directory_cache", {}).get(archive)
+        if stamp is not None and read_at.get(archive) == stamp and current is not None:
+            importer._files = current
+            return
+        reread(importer)
+        read_at[archive] = stamp
+    return invalidate_caches
+
+
+if __name__ == "__main__":
+    zipimport.zipimporter.invalidate_caches = reread_when_changed(zipimport.zipimporter.invalidate_caches)
+    # imported after the patch so that the workers it forks inherit it
+    from pyspark.daemon import manager
+    manager()
