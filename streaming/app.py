@@ -97,6 +97,9 @@ class StreamApp:
             log.info("stopping the query (the running batch completes first)")
             self._query.stop()
         if self._spark is not None:
+            # the state stores' maintenance thread outlives the context and logs a stack trace
+            # for each of its runs after it ("SparkEnv not active")
+            self._spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
             self._spark.stop()
         if self._server is not None:
             http.stop(self._server)
@@ -130,6 +133,11 @@ def _session(cfg: StreamConfig):
             b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    # "Current batch is falling behind" on every batch longer than the trigger: with a short
+    # trigger, that is any batch with events in it (a batch's duration is a metric instead)
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor", jvm.org.apache.logging.log4j.Level.ERROR)
     return spark
 
 
