@@ -17,6 +17,7 @@ test: install
 # one benchmark per run, e.g. `make bench BENCH="zk --partitions 1000,10000"` (see bench/README.md)
 BENCH ?= scrape
 bench: install
+	$(VENV)/bin/pip install -q --disable-pip-version-check -c constraints.txt -e '.[bench]'
 	$(VENV)/bin/python -m bench $(BENCH)
 
 clean:

@@ -7,7 +7,7 @@ import platform
 import sys
 import time
 
-from bench import failover, groups, scrape, stream, zk
+from bench import failover, groups, plot, scrape, stream, zk
 from streaming.app import StreamConfig
 
 
@@ -25,10 +25,11 @@ def main() -> int:
     s.add_argument("--partitions", default="1000,10000,100000")
     s.add_argument("--partition-detail", default="unhealthy", choices=["unhealthy", "all", "none"])
     st = sub.add_parser("stream", help="the Spark app on a real broker")
-    st.add_argument("--partitions", type=int, default=100_000)
-    st.add_argument("--backlog", type=int, default=1_000_000)
+    st.add_argument("--partitions", default="100000", help="comma-separated sizes, one stack each")
+    st.add_argument("--backlog", type=int, default=None, help="events to drain (default: 10 per partition)")
     st.add_argument("--delay-samples", type=int, default=50)
     st.add_argument("--trigger", type=float, default=StreamConfig.trigger_seconds)
+    st.add_argument("--plot", metavar="PNG", help="also draw the cost curve over the sizes (needs .[bench])")
     z = sub.add_parser("zk", help="the ZooKeeper collector on synthetic trees in a real ZooKeeper")
     z.add_argument("--partitions", default="1000,10000,100000")
     z.add_argument("--samples", type=int, default=200, help="ISR flips timed one at a time, per size")
@@ -40,7 +41,13 @@ def main() -> int:
                    help="brokers killed (and restarted) one after the other: follower, leader, controller, ...")
     f.add_argument("--trigger", type=float, default=StreamConfig.trigger_seconds,
                    help="the stream apps' trigger interval (s)")
+    pl = sub.add_parser("plot", help="draw the stream cost curve from the JSON rows `stream` printed on stderr")
+    pl.add_argument("rows", help="a file holding the JSON list of rows")
+    pl.add_argument("png")
     args = p.parse_args()
+    if args.what == "plot":
+        plot.cost_curve(json.load(open(args.rows)), args.png)
+        return 0
     log = lambda msg: print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
     print(f"machine: {platform.node()} {platform.machine()}, python {platform.python_version()}", file=sys.stderr)
     if args.what == "scrape":
@@ -52,7 +59,10 @@ def main() -> int:
     elif args.what == "zk":
         rows = zk.run([int(n) for n in args.partitions.split(",")], args.samples, log)
     else:
-        rows = [stream.run(args.partitions, args.backlog, args.delay_samples, args.trigger, log)]
+        rows = [stream.run(n, args.backlog or 10 * n, args.delay_samples, args.trigger, log)
+                for n in map(int, args.partitions.split(","))]
+        if args.plot:
+            plot.cost_curve(rows, args.plot)
     print(_table(rows))
     print(json.dumps(rows), file=sys.stderr)
     return 0

@@ -33,6 +33,28 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
     raise ValueError(f"/proc/{pid}/status has no {field}")
 
 
+def descendants(pid: int) -> list[int]:
+    """Processes under ``pid`` (children, their children, ...), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1])
+            except OSError:   # gone meanwhile
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def command(pid: int) -> str:
+    return open(f"/proc/{pid}/cmdline").read().replace("\0", " ")
+
+
 def _samples(port: int, name: str, labels: dict[str, str]) -> list[float]:
     """Values of the samples of ``name`` on 127.0.0.1:port/metrics whose labels include ``labels``."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60).read().decode()

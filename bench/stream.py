@@ -4,6 +4,7 @@ transport) and the pure fold (the logic)."""
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 import urllib.request
@@ -14,7 +15,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.harness import TopicReader, local_stack
-from bench.measure import percentile, wait
+from bench.measure import command, descendants, percentile, rss_mb, wait
 from bench.synthetic import Shape, Zxids, broker_failure, healthy
 from kmon.events import Event, PartitionState, ZnodeMeta, decode, encode, entity_key
 from streaming.app import StreamApp, StreamConfig
@@ -99,7 +100,8 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
             wait(lambda: _rows(app) >= before + len(storm), 3600, "storm")
             storm_s = time.perf_counter() - t0  # produce + absorb: the app reads while we write
             progress(f"event -> export delay, {delay_samples} samples")
-            delays, scrapes = _delays(app, boot, delay_samples, zxid)
+            delays, scrapes, scrape_bytes = _delays(app, boot, delay_samples, zxid)
+            memory = _memory()
         finally:
             app.stop()
     drain = produced / drain_s
@@ -110,7 +112,19 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
             "storm_events": len(storm), "storm_s": storm_s,
             "storm_events_per_s": len(storm) / storm_s, "trigger_s": trigger,
             "delay_p50_s": statistics.median(delays), "delay_p99_s": percentile(delays, 0.99),
-            "first_scrape_p50_s": statistics.median(scrapes), "first_scrape_max_s": max(scrapes)}
+            "first_scrape_p50_s": statistics.median(scrapes), "first_scrape_max_s": max(scrapes),
+            "scrape_bytes": scrape_bytes, **memory}
+
+
+def _memory() -> dict[str, float]:
+    """Resident MB of the driver's two halves: this process (pyspark's driver side, where the
+    views and the record log live) and Spark's JVM; and the executors' Python workers."""
+    under = [(pid, command(pid)) for pid in descendants(os.getpid())]
+    def total(match: Callable[[str], bool]) -> float:
+        return sum(rss_mb(pid) for pid, cmd in under if match(cmd))
+    return {"driver_python_rss_mb": rss_mb(os.getpid()),
+            "spark_jvm_rss_mb": total(lambda cmd: cmd.split(" ", 1)[0].endswith("java")),
+            "python_workers_rss_mb": total(lambda cmd: "pyspark.worker" in cmd)}
 
 
 def _read_to_end(boot: str, n: int) -> float:
@@ -205,9 +219,10 @@ def _batch_phases(app: StreamApp, rows: int, driver_s: dict[str, list[float]]) -
     return "\n".join(lines)
 
 
-def _delays(app: StreamApp, boot: str, samples: int, zxid: Zxids) -> tuple[list[float], list[float]]:
-    """One ISR flip at a time: produce, wait until the published snapshot has it, then scrape
-    /metrics once (that scrape builds the views). Returns both delays and the scrape times."""
+def _delays(app: StreamApp, boot: str, samples: int, zxid: Zxids) -> tuple[list[float], list[float], int]:
+    """One ISR flip at a time: produce, wait until the published snapshot has it (polled every
+    50 ms), then scrape /metrics once. Returns both delays, the scrape times and the last
+    scrape's size."""
     p = Producer({"bootstrap.servers": boot, "linger.ms": 0})
     delays, scrapes = [], []
     for i in range(samples):
@@ -222,7 +237,7 @@ def _delays(app: StreamApp, boot: str, samples: int, zxid: Zxids) -> tuple[list[
         wait(lambda: app.holder.get().stats.last_event_ms.get(("bench", "zk"), 0) >= e.observed_ms, 120, "delay sample")
         delays.append(time.time() - sent)
         started = time.perf_counter()
-        urllib.request.urlopen(f"http://127.0.0.1:{app.metrics_port}/metrics", timeout=120).read()
+        body = urllib.request.urlopen(f"http://127.0.0.1:{app.metrics_port}/metrics", timeout=120).read()
         scrapes.append(time.perf_counter() - started)
         time.sleep(0.2)
-    return delays, scrapes
+    return delays, scrapes, len(body)

@@ -1,0 +1,44 @@
+"""The stream bench's cost curve as a PNG: what a bigger cluster costs the Spark app."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def cost_curve(rows: list[dict], path: str) -> None:
+    """Four panels over the partition counts of ``rows`` (bench.stream.run rows), log-scaled."""
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise SystemExit(f"--plot needs matplotlib: .venv/bin/pip install -e '.[bench]' ({e})") from None
+    matplotlib.use("Agg")   # no display here
+    import matplotlib.pyplot as plt
+
+    rows = sorted(rows, key=lambda r: r["partitions"])
+    x = [r["partitions"] for r in rows]
+    panels = [
+        ("backlog drain (events/s)", [("kmon", "drain_events_per_s"), ("fold alone, 1 core", "fold_events_per_s")],
+         (20_000, "goal")),
+        ("produce → view exported (s)", [("p50", "delay_p50_s"), ("p99", "delay_p99_s")], (1.0, "goal for p99")),
+        ("/metrics (s; MB on the right)", [("scrape p50", "first_scrape_p50_s"), ("scrape max", "first_scrape_max_s")],
+         (0.2, "goal")),
+        ("resident memory (MB)", [("driver, Python", "driver_python_rss_mb"), ("Spark JVM", "spark_jvm_rss_mb"),
+                                  ("Python workers", "python_workers_rss_mb")], None),
+    ]
+    fig, grid = plt.subplots(2, 2, figsize=(10, 7.5))
+    axes = grid.flatten()
+    for ax, (title, series, goal) in zip(axes, panels):
+        for label, key in series:
+            ax.plot(x, [r[key] for r in rows], marker="o", label=label)
+        if goal is not None:
+            ax.axhline(goal[0], color="red", linestyle=":", label=goal[1])
+        ax.set(title=title, xscale="log", yscale="log", xlabel="partitions")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize="small")
+    mb = axes[2].twinx()
+    mb.plot(x, [r["scrape_bytes"] / 1e6 for r in rows], color="grey", linestyle="--", marker="x", label="body MB")
+    mb.set_yscale("log")
+    mb.legend(fontsize="small", loc="center right")
+    sizes = ", ".join(f"{r['partitions']:,} partitions / {r['backlog_events']:,} events" for r in rows)
+    fig.suptitle(f"kmon stream on local[2]: {sizes}", fontsize="medium")
+    fig.tight_layout()
+    fig.savefig(Path(path), dpi=110)
