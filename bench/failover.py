@@ -5,8 +5,9 @@ by side, each a ZooKeeper collector and a `kmon stream` app: one publishes its e
 own events cluster (one KRaft node), the other to the monitored cluster itself. One Prometheus
 scrapes both and evaluates kmon's alert rules. Each round SIGKILLs a broker, cycling through
 a follower, the broker leading most partitions of the monitored cluster's events topic, and the
-controller; from the kill it times each monitor's /metrics showing the broker down (and, for a
-controller, the new controller) and BrokerDown firing in Prometheus; then restarts the broker
+controller; from the kill it times ZooKeeper showing it (Kafka's own detection), each monitor's
+/metrics showing the broker down (and, for a controller, the new controller) and BrokerDown
+firing in Prometheus; then restarts the broker
 and waits until both monitors show it back and the alert is resolved.
 """
 from __future__ import annotations
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from bench.harness import check_alive, kmon_argv, local_stack, process
 from bench.measure import metric_sum, percentile, wait
@@ -47,11 +50,12 @@ class Monitor:
 class Round:
     kind: str
     victim: int
+    zk_s: float                 # kill -> ZooKeeper shows it (see _zk_shows_death)
     view_s: dict[str, float]    # placement -> kill -> its /metrics show the death
     alert_s: dict[str, float]   # placement -> kill -> BrokerDown firing for the victim
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.victim}: " + ", ".join(
+        return f"{self.kind} {self.victim}: zookeeper {self.zk_s:.1f} s, " + ", ".join(
             f"{p} view {self.view_s[p]:.1f} s alert {self.alert_s[p]:.1f} s" for p in PLACEMENTS)
 
 
@@ -64,6 +68,24 @@ def _shows_death(m: Monitor, victim: int, kind: str, old_controller: int) -> boo
         return down and controller not in (-1, old_controller)
     except OSError:   # the app is restarting its HTTP server or still starting
         return False
+
+
+def _zk_shows_death(zk: KazooClient, victim: int, kind: str, old_controller: int, killed_wall: float) -> float | None:
+    """Seconds from the kill (wall clock) to Kafka's own record of it in ZooKeeper: the
+    victim's registration gone (polled) and, for a controller, the new /controller (its
+    creation time, as ZooKeeper stamped it); None while not yet."""
+    if zk.exists(f"/brokers/ids/{victim}") is not None:
+        return None
+    gone = time.time() - killed_wall
+    if kind != "controller":
+        return gone
+    try:
+        data, stat = zk.get("/controller")
+    except NoNodeError:
+        return None
+    if json.loads(data)["brokerid"] == old_controller:
+        return None
+    return max(gone, stat.ctime / 1000 - killed_wall)
 
 
 def _shows_alive(m: Monitor, victim: int) -> bool:
@@ -140,14 +162,18 @@ def _monitors(stack: LocalStack, trigger_s: float,
         yield monitors, f"http://127.0.0.1:{port}"
 
 
-def _round(stack: LocalStack, admin: AdminClient, monitors: list[Monitor], prometheus: str, kind: str) -> Round:
+def _round(stack: LocalStack, zk: KazooClient, admin: AdminClient, monitors: list[Monitor], prometheus: str,
+           kind: str) -> Round:
     victim = _victim(stack, admin, kind)
     old_controller = stack.controller_id()
     views: dict[str, float] = {}
     alerts: dict[str, float] = {}
-    killed = time.perf_counter()
+    zk_s = None
+    killed, killed_wall = time.perf_counter(), time.time()
     stack.kill_broker(victim)
     while (len(views) < len(monitors) or len(alerts) < len(monitors)) and time.perf_counter() - killed < 300:
+        if zk_s is None:
+            zk_s = _zk_shows_death(zk, victim, kind, old_controller, killed_wall)
         firing = _firing(prometheus)
         for m in monitors:
             if m.placement not in views and _shows_death(m, victim, kind, old_controller):
@@ -156,23 +182,25 @@ def _round(stack: LocalStack, admin: AdminClient, monitors: list[Monitor], prome
                 alerts[m.placement] = time.perf_counter() - killed
         time.sleep(0.1)
     missing = [m.placement for m in monitors if m.placement not in views or m.placement not in alerts]
+    if zk_s is None:
+        missing.append("ZooKeeper")
     if missing:
         raise TimeoutError(f"broker {victim} ({kind}) death not shown or alerted by {missing} in 300 s")
     stack.start_broker(victim)
     for m in monitors:
         wait(lambda: _shows_alive(m, victim), 300, f"broker {victim} back in the {m.placement} views", 0.5)
     wait(lambda: _pending_or_firing(prometheus) == 0, 300, f"{ALERT} resolved", 0.5)
-    return Round(kind, victim, views, alerts)
+    return Round(kind, victim, zk_s, views, alerts)
 
 
 def run(rounds: int, trigger_s: float, progress: Callable[[str], None]) -> list[dict]:
     with local_stack(BROKERS, events_cluster=True) as stack:
         assert stack.state
         admin = AdminClient({"bootstrap.servers": stack.state.bootstrap_servers})
-        with _monitors(stack, trigger_s, progress) as (monitors, prometheus):
+        with _monitors(stack, trigger_s, progress) as (monitors, prometheus), stack.zk() as zk:
             results = []
             for n in range(rounds):
-                results.append(_round(stack, admin, monitors, prometheus, KINDS[n % len(KINDS)]))
+                results.append(_round(stack, zk, admin, monitors, prometheus, KINDS[n % len(KINDS)]))
                 progress(f"round {n + 1}/{rounds}: {results[-1]}")
     return _rows(results)
 
@@ -187,9 +215,13 @@ def _rows(results: list[Round]) -> list[dict]:
             views = [r.view_s[placement] for r in chosen]
             alerts = [r.alert_s[placement] for r in chosen]
             after = [r.alert_s[placement] - r.view_s[placement] for r in chosen]
+            kmon = [r.view_s[placement] - r.zk_s for r in chosen]
             rows.append({"events_on": placement, "kills": kind, "n": len(chosen),
+                         "kill_to_zk_p50_s": percentile([r.zk_s for r in chosen], 0.5),
+                         "kill_to_zk_max_s": max(r.zk_s for r in chosen),
                          "kill_to_view_p50_s": percentile(views, 0.5), "kill_to_view_p99_s": percentile(views, 0.99),
                          "kill_to_view_max_s": max(views),
+                         "zk_to_view_p50_s": percentile(kmon, 0.5), "zk_to_view_max_s": max(kmon),
                          "kill_to_alert_p50_s": percentile(alerts, 0.5),
                          "kill_to_alert_p99_s": percentile(alerts, 0.99), "kill_to_alert_max_s": max(alerts),
                          "view_to_alert_max_s": max(after)})
