@@ -142,7 +142,8 @@ def _session(cfg: StreamConfig):
 
 
 def _in_process(cfg: StreamConfig) -> bool:
-    """Spark's executors run in this process (and their Python workers on this machine)."""
+    """A local master: the Python workers run on this machine with this interpreter, so kmon
+    is importable in them (``local-cluster`` included)."""
     return bool(cfg.master) and cfg.master.startswith("local")
 
 

@@ -6,10 +6,10 @@ cluster of several brokers): a killed leader of the events topic must cost secon
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 import threading
 import time
 import uuid
+from collections import Counter
 from typing import Iterator
 
 import pytest
