@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from kmon import config
-from kmon.monitor import MonitorOptions, start_monitor
+from kmon.monitor import MonitorOptions, history_dir, start_monitor
 from kmon.signals import wait_for_shutdown_signal
 from kmon.stack.local import LocalStack, StackError, StackRequest, StackState
 from kmon.stack.toolchain import MissingTool, find_toolchain
@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from streaming.cli import add_stream_parser
     add_stream_parser(sub)
+    from streaming.history_cli import add_history_parser
+    add_history_parser(sub)
     from dashboards.cli import add_dashboards_parser
     add_dashboards_parser(sub)
     from collectors.cli import add_collect_parser; add_collect_parser(sub)  # noqa: E702
@@ -115,6 +117,8 @@ def describe(state: StackState) -> str:
     lines.append(f"  kmon exporter      http://127.0.0.1:{state.stream_port}/metrics (scraped by Prometheus)")
     for source, port in state.collector_ports.items():
         lines.append(f"  {'collector ' + source:<18} http://127.0.0.1:{port}/metrics")
+    if "stream" in state.components:
+        lines.append(f"  {'what happened':<18} kmon history --dir {history_dir(state.dir)}")
     return "\n".join(lines)
 
 

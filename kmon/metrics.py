@@ -96,6 +96,9 @@ CATALOG: tuple[MetricSpec, ...] = (
     _m("stream_batch_duration_seconds", "gauge", (), "self", "Duration of the latest micro-batch."),
     _m("stream_input_rows_total", "counter", (), "self", "Rows read from the events topic."),
     _m("stream_state_rows", "gauge", (), "self", "Entities held in the view state."),
+    _m("history_rows_total", "counter", (), "self", "Transitions written to the history (kmon history)."),
+    _m("history_lost_rows_total", "counter", (), "self",
+       "Transitions that could not be written to the history (logged with the file)."),
     _m("view_errors_total", "counter", ("family",), "self",
        "Builds (one per micro-batch that changed its cluster) where this view family failed: its metrics are left out until it builds again, the others served (logged)."),
     # the collectors' own /metrics

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from kmon.events import EVENTS_TOPIC
 from kmon.stack.local import LocalStack
@@ -21,6 +22,11 @@ class MonitorOptions:
     trigger_seconds: float | None = None   # None: kmon stream's own default
     groups_poll_seconds: float = 5.0
     spark_master: str = "local[2]"
+
+
+def history_dir(stack_dir: Path) -> Path:
+    """Where the stream app on a local stack writes its transition history."""
+    return stack_dir / "checkpoint" / "history"
 
 
 def _kmon(*args: str) -> list[str]:
@@ -47,7 +53,8 @@ def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
         port = s.stream_port
         stack.add_service("stream", _kmon(
             "stream", "--bootstrap-servers", s.events_bootstrap_servers, "--events-topic", opts.events_topic,
-            "--checkpoint", f"{stack.dir}/checkpoint", "--metrics-host", "127.0.0.1",
+            "--checkpoint", f"{stack.dir}/checkpoint", "--history-dir", str(history_dir(stack.dir)),
+            "--metrics-host", "127.0.0.1",
             "--metrics-port", str(port), "--master", opts.spark_master,
             *(() if opts.trigger_seconds is None else ("--trigger-interval", str(opts.trigger_seconds)))),
             port, marker=f"--metrics-port {port}", ready_url=f"http://127.0.0.1:{port}/metrics")

@@ -23,6 +23,7 @@ from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_prob
 from streaming import entity_step, pydaemon
 from streaming.driver import ViewDriver
 from streaming.exporter import serve_metrics
+from streaming.history_log import HistoryLog, writer_id
 from streaming.record_log import RecordLog
 from streaming.snapshot import SnapshotHolder
 from streaming.views import ViewOptions
@@ -49,6 +50,8 @@ class StreamConfig:
     driver_memory: str = "1g"
     startup_timeout_s: float = 0.0    # run_until gives up when the events cluster did not answer this long; 0: never
     views: ViewOptions = ViewOptions()
+    history_dir: Path | None = None    # None: <checkpoint>/history
+    history_retention_days: int = 7
     spark_jars: tuple[str, ...] = ()
 
 
@@ -65,7 +68,9 @@ class StreamApp:
 
     def start(self) -> None:
         cfg = self.cfg
-        self.driver = ViewDriver(RecordLog(cfg.checkpoint / "kmon-views"), self.holder, cfg.views, cfg.events_topic)
+        history = HistoryLog(history_dir(cfg), writer_id(cfg.checkpoint), cfg.history_retention_days)
+        self.driver = ViewDriver(RecordLog(cfg.checkpoint / "kmon-views"), history, self.holder, cfg.views,
+                                 cfg.events_topic)
         self._server = serve_metrics(cfg.metrics_host, cfg.metrics_port, self.holder)
         log.info("exporter on http://%s:%d/metrics", cfg.metrics_host, self.metrics_port)
         started = time.monotonic()
@@ -104,6 +109,10 @@ class StreamApp:
         if self._server is not None:
             http.stop(self._server)
         log.info("stream stopped")
+
+
+def history_dir(cfg: StreamConfig) -> Path:
+    return cfg.history_dir if cfg.history_dir is not None else cfg.checkpoint / "history"
 
 
 def _session(cfg: StreamConfig):

@@ -25,6 +25,10 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
     config.flag(p, "--events-topic", default=StreamConfig.events_topic, help="events topic")
     config.flag(p, "--checkpoint", default=StreamConfig.checkpoint, type=Path,
                 help="checkpoint directory (Spark state + the views' record log)")
+    config.flag(p, "--history-dir", type=Path, metavar="DIR",
+                help="where the transition history is written (kmon history reads it; default: <checkpoint>/history)")
+    config.flag(p, "--history-retention-days", default=StreamConfig.history_retention_days, type=config.positive_int,
+                help="whole days of history kept")
     config.flag(p, "--metrics-host", default=StreamConfig.metrics_host, help="address of the /metrics endpoint")
     config.flag(p, "--metrics-port", default=StreamConfig.metrics_port, type=config.port, help="port of the /metrics endpoint")
     config.flag(p, "--master", default=StreamConfig.master, help="Spark master")
@@ -60,6 +64,7 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
         max_offsets_per_trigger=args.max_offsets_per_trigger, driver_memory=args.driver_memory,
         kafka_timeout_s=args.kafka_timeout, kafka_outage_limit_s=args.kafka_outage_limit,
         startup_timeout_s=args.startup_timeout,
+        history_dir=args.history_dir, history_retention_days=args.history_retention_days,
         views=ViewOptions(detail=args.partition_detail, default_min_isr=args.default_min_isr),
         spark_jars=() if submitted else tuple(find_toolchain().spark_jar_list()))
 

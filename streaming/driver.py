@@ -1,5 +1,6 @@
-"""The driver side of each micro-batch: merge changed records, persist them, bring the views
-up to date and publish a snapshot for scrapes.
+"""The driver side of each micro-batch: merge changed records, persist them, append the
+batch's transitions to the history, bring the views up to date and publish a snapshot for
+scrapes.
 
 No Spark here: it takes the batch's output rows as dicts, so it is tested without a cluster.
 """
@@ -10,6 +11,8 @@ import time
 from collections import Counter
 from typing import Callable, Iterable, Mapping
 
+from kmon.history import Transition
+from streaming.history_log import HistoryLog
 from streaming.record_log import RecordLog
 from streaming.records import UNKNOWN_SOURCE, EntityRecord, record_from_json
 from streaming.snapshot import Snapshot, SnapshotHolder
@@ -20,9 +23,10 @@ log = logging.getLogger("kmon.stream")
 
 
 class ViewDriver:
-    def __init__(self, record_log: RecordLog, holder: SnapshotHolder, options: ViewOptions,
+    def __init__(self, record_log: RecordLog, history: HistoryLog, holder: SnapshotHolder, options: ViewOptions,
                  events_topic: str, clock: Callable[[], float] = time.time):
         self._log = record_log
+        self._history = history
         self._holder = holder
         self._views = Views(options)
         self._topic = events_topic   # names where a malformed event is, in the log
@@ -46,6 +50,7 @@ class ViewDriver:
         malformed: Counter[tuple[str, str]] = Counter()
         input_rows: Counter[str] = Counter()
         newest: dict[tuple[str, str], int] = {}
+        transitions: list[Transition] = []
         for row in rows:
             key, cluster = str(row["key"]), str(row["cluster"])
             texts[key] = None if row["removed"] else str(row["record"])
@@ -57,6 +62,7 @@ class ViewDriver:
                 if row["newest_observed_ms"] is not None:
                     ms = int(row["newest_observed_ms"])  # type: ignore[arg-type]
                     newest[(cluster, source)] = max(ms, newest.get((cluster, source), ms))
+            transitions.extend(Transition(**t) for t in row["transitions"])  # type: ignore[union-attr]
             for source, n in row["malformed"].items():  # type: ignore[union-attr]
                 malformed[(cluster, source)] += n
             if row["malformed"]:
@@ -73,12 +79,14 @@ class ViewDriver:
             else:
                 self._texts[key] = text
         self._log.append(batch_id, texts, self._texts)
+        history = self._history.append(batch_id, transitions)
         self._views.apply(changed)
         self._views.refresh()   # before the clock stops: the delay measured is to the rendered view
         self._publish(BatchStats(duration_s=self._clock() - started, finished_ms=self._now_ms(),
                                  input_rows=dict(input_rows), events=dict(events),
                                  malformed=dict(malformed), newest_observed_ms=newest,
-                                 state_rows=self._state_rows()))
+                                 state_rows=self._state_rows(), history_rows=history.rows,
+                                 history_lost=history.lost))
         if changed:
             log.debug("batch %d: %d entities changed, %d held", batch_id, len(changed), len(self._texts))
 

@@ -9,9 +9,10 @@ pays that once for hundreds of keys.
 
 Within a bucket each key's rows are folded in Kafka offset order by :func:`fold` with
 :func:`streaming.records.apply_event`, which returns one row describing the key after the batch,
-plus what it saw, for the self-metrics. Malformed values, and a stored record that no longer
-decodes, are counted and the first reason is returned so the driver can log it with its
-partition and offset; they never fail the query.
+plus what it saw, for the self-metrics, and the transitions it applied, for the history
+(streaming/history.py). Malformed values, and a stored record that no longer decodes, are
+counted and the first reason is returned so the driver can log it with its partition and
+offset; they never fail the query.
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from typing import Iterator
 
 import pandas as pd
 
-from kmon.events import MalformedEvent, decode, parse_json
+from kmon.events import MalformedEvent, decode, parse_json, plain
+from streaming.history import transitions
 from streaming.records import (UNKNOWN_SOURCE, Applied, apply_event, cluster_of, record_from_json,
                                record_to_json)
 
@@ -46,6 +48,7 @@ def fold(key: str, state: str | None, rows: list[tuple[int, int, str | None]]) -
     events: dict[str, int] = {}
     malformed: list[tuple[int, int, str, str]] = []   # (partition, offset, source, why) per bad event
     newest = None
+    history: list[dict[str, object]] = []   # kmon.history.Transition rows, in the key's order
     for partition, offset, value in sorted(rows, key=lambda r: (r[0], r[1])):
         if value is None:  # tombstone after a delete event: compaction's business, not ours
             continue
@@ -58,7 +61,10 @@ def fold(key: str, state: str | None, rows: list[tuple[int, int, str | None]]) -
             malformed.append((int(partition), int(offset), event.source,
                               f"event for {event.cluster}/{event.entity} under key {key}"))
             continue
+        before = record
         record, applied = apply_event(record, event)
+        if applied is Applied.APPLIED and record is not None:
+            history.extend(plain(t) for t in transitions(before, record, event))
         if applied is Applied.MALFORMED:
             malformed.append((int(partition), int(offset), event.source,
                               f"{event.kind}/{event.op} event does not fit the entity's record"))
@@ -79,6 +85,7 @@ def fold(key: str, state: str | None, rows: list[tuple[int, int, str | None]]) -
         "dropped_state": dropped_state,   # why the stored record was dropped, if it was
         "newest_observed_ms": newest,
         "rows": len(rows),
+        "transitions": history,
     }
 
 

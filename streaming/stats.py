@@ -18,6 +18,8 @@ class BatchStats:
     malformed: Mapping[tuple[str, str], int] = field(default_factory=dict)    # (cluster, source)
     newest_observed_ms: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (cluster, source)
     state_rows: Mapping[str, int] = field(default_factory=dict)            # cluster -> records held
+    history_rows: Mapping[str, int] = field(default_factory=dict)          # cluster -> transitions written
+    history_lost: Mapping[str, int] = field(default_factory=dict)          # cluster -> ... not written
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,8 @@ class SelfStats:
     event_delay_s: Mapping[str, float] = field(default_factory=dict)   # per cluster, latest batch with events
     batch_duration_s: float | None = None
     state_rows: Mapping[str, int] = field(default_factory=dict)
+    history_rows: Mapping[str, int] = field(default_factory=dict)
+    history_lost: Mapping[str, int] = field(default_factory=dict)
 
     def add(self, batch: BatchStats) -> SelfStats:
         newest: dict[str, int] = {}
@@ -45,6 +49,8 @@ class SelfStats:
                            **{c: max(0, batch.finished_ms - ms) / 1000 for c, ms in newest.items()}},
             batch_duration_s=batch.duration_s,
             state_rows=dict(batch.state_rows),
+            history_rows=dict(Counter(self.history_rows) + Counter(batch.history_rows)),
+            history_lost=dict(Counter(self.history_lost) + Counter(batch.history_lost)),
         )
 
 

@@ -1,5 +1,5 @@
 """The self family: what the stream app saw and did, per cluster (events, malformed events,
-delays, batch duration, state held, view families that failed to build)."""
+delays, batch duration, state held, history rows, view families that failed to build)."""
 from __future__ import annotations
 
 from typing import Iterable, Iterator, Mapping
@@ -37,6 +37,9 @@ def _samples(s: SelfStats, clusters: list[str]) -> Iterator[ClusterSample]:
         yield cluster, "kmon_stream_input_rows_total", {}, n
     for cluster, n in s.state_rows.items():
         yield cluster, "kmon_stream_state_rows", {}, n
+    for cluster in clusters:   # from 0, so that increase() sees the first ones
+        yield cluster, "kmon_history_rows_total", {}, s.history_rows.get(cluster, 0)
+        yield cluster, "kmon_history_lost_rows_total", {}, s.history_lost.get(cluster, 0)
     if s.batch_duration_s is not None:
         # one pipeline serves every cluster: each cluster's series shows its batch duration
         for cluster in clusters:

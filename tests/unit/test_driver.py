@@ -7,11 +7,16 @@ import streaming.views.isr
 from kmon.events import EVENTS_TOPIC, ControllerState, Event, PartitionState, TopicState, ZnodeMeta, encode
 from streaming.driver import ViewDriver
 from streaming.entity_step import fold
+from streaming.history_log import HistoryLog, files, read
 from streaming.record_log import RecordLog
 from streaming.snapshot import SnapshotHolder
 from streaming.views import ViewOptions
 from tests.unit.test_exporter import scrape
 from tests.unit.test_views import value
+
+
+def history(directory: Path) -> HistoryLog:
+    return HistoryLog(directory / "history", "test", 7)
 
 
 def row(kind: str, entity: str, state, zxid: int) -> dict:
@@ -26,7 +31,7 @@ def controller_row(broker: int, epoch: int, zxid: int) -> dict:
 
 def test_a_snapshot_keeps_what_it_showed_while_later_batches_change_the_records(tmp_path: Path) -> None:
     holder = SnapshotHolder()
-    driver = ViewDriver(RecordLog(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
+    driver = ViewDriver(RecordLog(tmp_path), history(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
     driver.on_batch(1, [controller_row(1, 1, 1)], started=0.0)
     before = holder.get()
     driver.on_batch(2, [controller_row(2, 2, 2)], started=0.0)
@@ -44,7 +49,7 @@ def test_a_batch_renders_only_the_topics_it_changed(tmp_path: Path, monkeypatch:
         return real(model, topic)
     monkeypatch.setattr(streaming.views.isr, "_topic_text", counting)
     holder = SnapshotHolder()
-    driver = ViewDriver(RecordLog(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
+    driver = ViewDriver(RecordLog(tmp_path), history(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
     topics = [f"t{i}" for i in range(20)]
     driver.on_batch(1, [row("topic", f"topic:{t}", TopicState(t, None, {0: (1, 2)}), 1) for t in topics], started=0.0)
     assert sorted(rendered) == sorted(topics)
@@ -53,3 +58,18 @@ def test_a_batch_renders_only_the_topics_it_changed(tmp_path: Path, monkeypatch:
     assert rendered == ["t7"]
     assert value(scrape(holder), "kmon_under_replicated_partitions", topic="t7") == 1
     assert value(scrape(holder), "kmon_under_replicated_partitions", topic="t8") == 0
+
+
+def test_a_batch_appends_its_transitions_to_the_history_and_counts_them(tmp_path: Path) -> None:
+    holder = SnapshotHolder()
+    driver = ViewDriver(RecordLog(tmp_path), history(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
+    first = controller_row(1, 1, 1)   # a first sight: nothing changed that kmon saw
+    changed = fold("c1/controller", first["record"], [(0, 2, encode(Event(
+        cluster="c1", source="zk", kind="controller", entity="controller", op="upsert", observed_ms=2_000,
+        data=ControllerState(2, 2), zxid=2)).decode())])
+    driver.on_batch(1, [first], started=0.0)
+    driver.on_batch(2, [changed], started=0.0)
+    [written] = files(tmp_path / "history")
+    assert [(t.kind, t.old, t.new, t.time_ms) for t in read(written)] == [("controller_change", "1", "2", 2_000)]
+    assert value(scrape(holder), "kmon_history_rows_total") == 1
+    assert value(scrape(holder), "kmon_history_lost_rows_total") == 0

@@ -33,6 +33,7 @@ from streaming.records import EntityRecord, record_from_json, record_to_json
 from streaming.snapshot import SnapshotHolder
 from streaming.views import ViewOptions
 from streaming.views.exposition import FAMILIES
+from tests.unit.test_driver import history
 from tests.unit.test_exporter import errors, scrape
 
 # Fixed examples (derandomize) so that CI runs what ran here; no example database in the tree.
@@ -196,7 +197,7 @@ def test_a_batch_with_bad_events_is_counted_and_every_family_still_renders(data:
     bad = [(key_of(e), data.draw(poisoned(wire(e)))) for e in data.draw(st.lists(st.sampled_from(good), max_size=4))]
     with tempfile.TemporaryDirectory() as d:
         holder = SnapshotHolder()
-        driver = ViewDriver(RecordLog(Path(d)), holder, ViewOptions(detail="all"), EVENTS_TOPIC)
+        driver = ViewDriver(RecordLog(Path(d)), history(Path(d)), holder, ViewOptions(detail="all"), EVENTS_TOPIC)
         offsets = itertools.count()
         states: dict[str, str | None] = {}
         expected_malformed = 0
@@ -312,7 +313,7 @@ def test_a_poisoned_state_store_record_is_dropped_counted_and_rebuilt() -> None:
     assert record_from_json(out["record"]).state == event.data and out["malformed"] == {}
     holder = SnapshotHolder()
     with tempfile.TemporaryDirectory() as d:
-        ViewDriver(RecordLog(Path(d)), holder, ViewOptions(), EVENTS_TOPIC).on_batch(0, [out], started=0.0)
+        ViewDriver(RecordLog(Path(d)), history(Path(d)), holder, ViewOptions(), EVENTS_TOPIC).on_batch(0, [out], started=0.0)
     assert scrape(holder)[("kmon_malformed_total", frozenset({"cluster": "c1", "source": "unknown"}.items()))] == 1
 
 
@@ -327,7 +328,7 @@ def test_a_poisoned_record_log_does_not_stop_the_restart_and_is_counted(tmp_path
     assert loaded.records == {"c1/controller": CONTROLLER}
     assert loaded.dropped == {"c1": 3, "unknown": 2}
     holder = SnapshotHolder()
-    ViewDriver(RecordLog(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
+    ViewDriver(RecordLog(tmp_path), history(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
     series = scrape(holder)
     assert series[("kmon_malformed_total", frozenset({"cluster": "c1", "source": "unknown"}.items()))] == 3
     assert series[("kmon_controller_id", frozenset({"cluster": "c1"}.items()))] == 1

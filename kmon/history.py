@@ -1,0 +1,66 @@
+"""The transition history's row: what changed, when, in the order it happened.
+
+The streaming app writes one :class:`Transition` per transition its views count and per
+moment around them (brokers and topics coming and going, reassignments, group states) to an
+append-only table (see streaming/history_log.py); ``kmon history`` reads it. This module is
+the one description of that row, as kmon/events.py is of an event and kmon/metrics.py of a
+metric: the writer, the reader, the README and the tests take the kinds and columns from here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+# kind -> what one row of it says. "old"/"new" hold the values before and after.
+KINDS: dict[str, str] = {
+    "isr_shrink": "a broker left a partition's ISR (old/new: the ISR)",
+    "isr_expand": "a broker joined a partition's ISR (old/new: the ISR)",
+    "leader_election": "a partition got a new leader from its ISR (old/new: the leader, epoch: leader epoch)",
+    "unclean_leader_election": "a partition got a new leader from outside its last ISR",
+    "controller_change": "the active controller changed, -1 meaning none (old/new: broker, epoch: controller epoch)",
+    "broker_registered": "a broker registered in ZooKeeper",
+    "broker_gone": "a broker's registration disappeared (shutdown, crash or lost session)",
+    "topic_created": "a topic appeared",
+    "topic_deleted": "a topic disappeared",
+    "reassignment_started": "a partition began moving (old: its replicas, new: the target)",
+    "reassignment_finished": "a partition's move completed (old: its replicas before, new: after)",
+    "group_state_change": "a consumer group changed state (old/new: the state)",
+    "rebalance": "a consumer group completed a rebalance (generation: the new one)",
+}
+
+# exported counter -> the kinds whose rows it counts, so that the two can be held to each
+# other: a counter is the number of rows of its kinds with its labels
+COUNTED: dict[str, tuple[str, ...]] = {
+    "kmon_isr_shrinks_total": ("isr_shrink",),
+    "kmon_isr_expands_total": ("isr_expand",),
+    "kmon_leader_elections_total": ("leader_election", "unclean_leader_election"),
+    "kmon_unclean_leader_elections_total": ("unclean_leader_election",),
+    "kmon_controller_changes_total": ("controller_change",),
+    "kmon_consumer_group_rebalances_total": ("rebalance",),
+}
+
+
+@dataclass(frozen=True)
+class Transition:
+    time_ms: int                 # when a collector observed it (ms since the epoch)
+    cluster: str
+    kind: str                    # one of KINDS
+    entity: str                  # the event entity it was seen on, e.g. partition:orders:3
+    topic: str | None = None
+    partition: int | None = None
+    broker: int | None = None    # the broker it is about: left/joined, new leader, new controller
+    group: str | None = None
+    old: str | None = None
+    new: str | None = None
+    epoch: int | None = None     # leader epoch or controller epoch
+    generation: int | None = None
+    # ZooKeeper's order of the change: orders what one millisecond holds
+    zxid: int | None = None
+    detail: str | None = None    # the rest, for people: members, assignor, leader of a group
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Transition))
+
+
+def order_key(t: Transition) -> tuple[int, int, str, str]:
+    """Time, then ZooKeeper's order, then the entity: a stable order for rows of one instant."""
+    return t.time_ms, t.zxid if t.zxid is not None else -1, t.entity, t.kind

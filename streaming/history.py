@@ -1,0 +1,110 @@
+"""The history rows of one applied event: pure, beside the counters it must agree with.
+
+:func:`transitions` compares a key's record before and after an event that
+:func:`streaming.records.apply_event` applied, and names what changed. The counted kinds
+come from the same functions as the counters (streaming/transitions.py), on the same
+states, so that a counter always equals the number of its rows (kmon.history.COUNTED).
+A first observation of an entity that was there before kmon watched (part of a resync
+snapshot) is not a transition, as for the counters.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kmon.events import BrokerState, ControllerState, Event, GroupState, PartitionState, TopicState
+from kmon.history import Transition
+from streaming.records import EntityRecord
+from streaming.transitions import controller_transitions, group_transitions, partition_transitions
+
+
+def transitions(before: EntityRecord | None, after: EntityRecord, event: Event) -> list[Transition]:
+    prev = before.state if before is not None and not before.deleted else None
+    new = None if after.deleted else after.state
+    base = {"time_ms": event.observed_ms, "cluster": event.cluster, "entity": event.entity, "zxid": event.zxid}
+    if prev is None and new is not None and before is None and event.snapshot_id is not None:
+        return []   # first seen in a resync: there before kmon watched
+    if isinstance(new, PartitionState) or isinstance(prev, PartitionState):
+        return _partition(prev, new, base)
+    if isinstance(new, ControllerState):
+        return _controller(prev, new, base)
+    if isinstance(new, GroupState) or isinstance(prev, GroupState):
+        return _group(prev, new, base)
+    if isinstance(new, BrokerState) or isinstance(prev, BrokerState):
+        return _came_or_went(prev, new, base, "broker_registered", "broker_gone",
+                             broker=(new or prev).broker_id)
+    if isinstance(new, TopicState) or isinstance(prev, TopicState):
+        return _came_or_went(prev, new, base, "topic_created", "topic_deleted",
+                             topic=(new or prev).topic) + _reassignments(prev, new, base)
+    return []
+
+
+def _ids(brokers: Any) -> str:
+    return ",".join(map(str, brokers))
+
+
+def _came_or_went(prev: Any, new: Any, base: dict, came: str, went: str, **about: Any) -> list[Transition]:
+    if prev is None and new is not None:
+        return [Transition(**base, kind=came, **about)]
+    if prev is not None and new is None:
+        return [Transition(**base, kind=went, **about)]
+    return []
+
+
+def _partition(prev: PartitionState | None, new: PartitionState | None, base: dict) -> list[Transition]:
+    if prev is None or new is None:   # no counted transition on a first sight or a deletion
+        return []
+    t = partition_transitions(prev, new)
+    at = {**base, "topic": new.topic, "partition": new.partition}
+    isr = {"old": _ids(prev.isr), "new": _ids(new.isr), "epoch": new.leader_epoch}
+    rows = [Transition(**at, **isr, kind="isr_shrink", broker=b) for b in sorted(t.shrinks)]
+    rows += [Transition(**at, **isr, kind="isr_expand", broker=b) for b in sorted(t.expands)]
+    if t.election:
+        rows.append(Transition(**at, kind="unclean_leader_election" if t.unclean else "leader_election",
+                               broker=new.leader, old=str(prev.leader), new=str(new.leader),
+                               epoch=new.leader_epoch, detail=f"isr before {_ids(prev.isr) or 'empty'}"))
+    return rows
+
+
+def _controller(prev: ControllerState | None, new: ControllerState, base: dict) -> list[Transition]:
+    if prev is None or not controller_transitions(prev, new):
+        return []
+    return [Transition(**base, kind="controller_change", broker=new.broker_id, old=str(prev.broker_id),
+                       new=str(new.broker_id), epoch=new.epoch,
+                       detail=f"epoch {prev.epoch} -> {new.epoch}")]
+
+
+def _group(prev: GroupState | None, new: GroupState | None, base: dict) -> list[Transition]:
+    if prev is None or new is None:
+        return []
+    at = {**base, "group": new.group, "broker": new.coordinator}
+    rows = []
+    if prev.state != new.state:
+        rows.append(Transition(**at, kind="group_state_change", old=prev.state, new=new.state,
+                               generation=new.generation))
+    steps = group_transitions(prev, new)
+    members = f"{len(new.members)} member(s), assignor {new.protocol or '-'}, leader {new.leader or '-'}"
+    # generations stepped over between two polls are rebalances too: one row each, as counted
+    for generation in range(new.generation - steps + 1, new.generation + 1):
+        rows.append(Transition(**at, kind="rebalance", generation=generation, old=str(generation - 1),
+                               new=str(generation),
+                               detail=members if generation == new.generation else "between two polls"))
+    return rows
+
+
+def _reassignments(prev: TopicState | None, new: TopicState | None, base: dict) -> list[Transition]:
+    if prev is None or new is None:
+        return []
+    moving_before, moving_now = set(prev.adding) | set(prev.removing), set(new.adding) | set(new.removing)
+    rows = []
+    for p in sorted(moving_now - moving_before):
+        replicas = new.replicas.get(p, ())
+        original = [b for b in replicas if b not in new.adding.get(p, ())]
+        target = [b for b in replicas if b not in new.removing.get(p, ())]
+        rows.append(Transition(**base, kind="reassignment_started", topic=new.topic, partition=p,
+                               old=_ids(original), new=_ids(target)))
+    for p in sorted(moving_before - moving_now):
+        replicas = prev.replicas.get(p, ())
+        original = [b for b in replicas if b not in prev.adding.get(p, ())]
+        rows.append(Transition(**base, kind="reassignment_finished", topic=new.topic, partition=p,
+                               old=_ids(original), new=_ids(new.replicas.get(p, ()))))
+    return rows

@@ -1,0 +1,231 @@
+"""``kmon history``: what changed, when, in order, from the history the stream app writes."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, TextIO
+
+from kmon import config
+from kmon.history import KINDS, Transition, order_key
+from kmon.signals import stop_on_signals
+from streaming.app import StreamConfig, history_dir
+from streaming.history_log import HistoryFile, files, read
+
+log = logging.getLogger("kmon.history")
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# kinds whose old/new are one broker id each: --broker also finds the broker that lost the role
+_BROKER_VALUED = frozenset({"leader_election", "unclean_leader_election", "controller_change"})
+
+
+def add_history_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "history", help="what changed, when, in order: the transitions the views counted",
+        description="Print the transition history kmon stream writes (ISR shrinks and expands, leader and "
+                    "unclean elections, controller changes, brokers and topics coming and going, "
+                    "reassignments, consumer-group states and rebalances), oldest first. The history is "
+                    "Parquet, partitioned by cluster and day: Spark SQL, pandas or DuckDB read it too.",
+        epilog="kinds: " + ", ".join(KINDS))
+    config.flag(p, "--dir", default=history_dir(StreamConfig(bootstrap_servers="")), type=Path,
+                help="the history directory (kmon stream's --history-dir)")
+    config.flag(p, "--since", default="1h", metavar="DURATION",
+                help="how far back: 90s, 15m, 1h, 2d, 1w (ignored with --from)")
+    config.flag(p, "--from", dest="from_", metavar="TIME",
+                help="from this time: ISO 8601 (2026-11-23T14:05, UTC unless it names a zone) or epoch seconds")
+    config.flag(p, "--to", metavar="TIME", help="up to this time (same forms as --from)")
+    config.flag(p, "--cluster", help="only this cluster")
+    config.flag(p, "--topic", help="only this topic")
+    config.flag(p, "--broker", metavar="ID", help="only transitions about this broker (joined, left, won or lost a role)")
+    config.flag(p, "--group", help="only this consumer group")
+    config.flag(p, "--kind", metavar="KIND[,KIND...]", help="only these kinds (listed below)")
+    config.switch(p, "--json", help="one JSON object per line instead of a table")
+    config.switch(p, "--follow", help="keep printing new transitions as they are written, until SIGTERM/Ctrl-C")
+    config.flag(p, "--poll-interval", default=1.0, type=config.positive_float, metavar="SECONDS",
+                help="with --follow: how often to look for new ones")
+    p.set_defaults(handler=cmd_history)
+
+
+@dataclass(frozen=True)
+class Query:
+    since_ms: int | None
+    until_ms: int | None
+    cluster: str | None = None
+    topic: str | None = None
+    broker: int | None = None
+    group: str | None = None
+    kinds: frozenset[str] | None = None
+
+    def matches(self, t: Transition) -> bool:
+        return ((self.since_ms is None or t.time_ms >= self.since_ms)
+                and (self.until_ms is None or t.time_ms <= self.until_ms)
+                and (self.cluster is None or t.cluster == self.cluster)
+                and (self.topic is None or t.topic == self.topic)
+                and (self.group is None or t.group == self.group)
+                and (self.kinds is None or t.kind in self.kinds)
+                and (self.broker is None or t.broker == self.broker
+                     or (t.kind in _BROKER_VALUED and t.old == str(self.broker))))
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in '90s', '15m', '1h', '2d', '1w'; ValueError naming the text."""
+    m = _DURATION.match(text.strip())
+    if not m:
+        raise ValueError(f"--since {text!r} is not a duration like 90s, 15m, 1h, 2d or 1w")
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+def parse_time(flag: str, text: str) -> int:
+    """Milliseconds since the epoch of an ISO 8601 time (UTC unless it has an offset) or of
+    epoch seconds; ValueError naming the flag and the text."""
+    text = text.strip()
+    try:
+        if re.fullmatch(r"\d+(\.\d+)?", text):
+            return int(float(text) * 1000)
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{flag} {text!r} is not a time: use ISO 8601 (2026-11-23T14:05:00, "
+                         "UTC unless it has an offset) or epoch seconds") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return int(parsed.timestamp() * 1000)
+
+
+def query_of(args: argparse.Namespace, now_ms: int) -> Query:
+    """The flags as a Query; ValueError with the line to print for a bad one."""
+    kinds = None
+    if args.kind:
+        kinds = frozenset(k.strip() for k in args.kind.split(",") if k.strip())
+        unknown = sorted(kinds - KINDS.keys())
+        if unknown or not kinds:
+            raise ValueError(f"--kind {args.kind!r}: unknown kind {', '.join(unknown) or '(none given)'}; "
+                             f"kinds: {', '.join(KINDS)}")
+    broker = None
+    if args.broker is not None:
+        if not re.fullmatch(r"-?\d+", args.broker.strip()):
+            raise ValueError(f"--broker {args.broker!r} is not a broker id (an integer)")
+        broker = int(args.broker)
+    if args.from_:
+        since = parse_time("--from", args.from_)
+    else:
+        since = now_ms - int(parse_duration(args.since) * 1000)
+    until = parse_time("--to", args.to) if args.to else None
+    if args.follow and until is not None:
+        raise ValueError("--follow and --to exclude each other: a range with an end has nothing new to follow")
+    if until is not None and until < since:
+        raise ValueError(f"--to {args.to!r} is before the start of the range")
+    return Query(since, until, args.cluster, args.topic, broker, args.group, kinds)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    try:
+        query = query_of(args, int(time.time() * 1000))
+    except ValueError as e:
+        print(f"kmon history: {e}", file=sys.stderr)
+        return 2
+    directory: Path = args.dir
+    if not directory.is_dir():
+        print(f"kmon history: no history at {directory} (kmon stream writes it to its --history-dir, "
+              "by default <checkpoint>/history)", file=sys.stderr)
+        return 2
+    if not files(directory):
+        print(f"kmon history: {directory} holds no history yet: kmon stream writes a file once it sees "
+              "a transition", file=sys.stderr)
+        return 2
+    out = JsonLines(sys.stdout) if args.json else Table(sys.stdout)
+    seen: set[Path] = set()
+    rows = _new_rows(directory, query, seen)
+    out.write(rows)
+    if not args.follow:
+        if not rows:
+            print("kmon history: no transition matches", file=sys.stderr)
+        return 0
+    stopped = threading.Event()
+    stop_on_signals(stopped)
+    while not stopped.wait(args.poll_interval):
+        out.write(_new_rows(directory, query, seen))
+    return 0
+
+
+def _new_rows(directory: Path, query: Query, seen: set[Path]) -> list[Transition]:
+    """The matching rows of files not read yet, in order. A file Spark rewrote when it ran a
+    batch again holds the same rows: it is not read twice."""
+    rows: list[Transition] = []
+    for f in sorted(files(directory, query.since_ms, query.until_ms), key=lambda f: f.path):
+        if f.path in seen or (query.cluster is not None and f.cluster != query.cluster):
+            continue
+        seen.add(f.path)
+        rows.extend(t for t in _read_or_warn(f) if query.matches(t))
+    return sorted(rows, key=order_key)
+
+
+def _read_or_warn(f: HistoryFile) -> Iterable[Transition]:
+    try:
+        return list(read(f))
+    except ValueError as e:
+        log.warning("skipped %s", e)
+        return []
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class JsonLines:
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+
+    def write(self, rows: list[Transition]) -> None:
+        for t in rows:
+            self.stream.write(json.dumps({"time": iso(t.time_ms), **asdict(t)}) + "\n")
+        self.stream.flush()
+
+
+def where(t: Transition) -> str:
+    if t.topic is not None:
+        return t.topic if t.partition is None else f"{t.topic}:{t.partition}"
+    if t.group is not None:
+        return f"group {t.group}"
+    if t.kind == "controller_change":
+        return "controller"
+    return f"broker {t.broker}" if t.broker is not None else t.entity
+
+
+class Table:
+    """Aligned columns; with --follow later rows keep the widths (wider values push theirs)."""
+    HEADER = ("TIME (UTC)", "CLUSTER", "KIND", "WHERE", "BROKER", "CHANGE", "EPOCH/GEN", "DETAIL")
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.widths: list[int] | None = None
+
+    def write(self, rows: list[Transition]) -> None:
+        cells = [self._cells(t) for t in rows]
+        if self.widths is None:
+            if not cells:
+                return
+            self.widths = [max(len(c[i]) for c in [self.HEADER, *cells]) for i in range(len(self.HEADER))]
+            self._line(self.HEADER)
+        for c in cells:
+            self._line(c)
+        self.stream.flush()
+
+    def _line(self, cells: tuple[str, ...]) -> None:
+        assert self.widths is not None
+        self.stream.write("  ".join(c.ljust(w) for c, w in zip(cells[:-1], self.widths)) + "  " + cells[-1] + "\n")
+
+    @staticmethod
+    def _cells(t: Transition) -> tuple[str, ...]:
+        change = f"{t.old if t.old not in (None, '') else '-'} -> {t.new if t.new not in (None, '') else '-'}" \
+            if t.old is not None or t.new is not None else ""
+        step = t.generation if t.generation is not None else t.epoch
+        return (iso(t.time_ms), t.cluster, t.kind, where(t), "" if t.broker is None else str(t.broker), change,
+                "" if step is None else str(step), t.detail or "")

@@ -1,0 +1,163 @@
+"""The transition history on disk: Parquet files any Parquet reader can query.
+
+Layout (Hive partitioning, as Spark SQL, pandas/pyarrow and DuckDB discover it)::
+
+    <dir>/cluster=<cluster>/date=<YYYY-MM-DD>/<writer>-<batch id>.parquet
+
+one file per micro-batch that had transitions of that cluster on that (UTC) day, its rows
+in order (kmon.history.order_key); the cluster and the date are the directories', not
+columns in the files. ``writer`` names the checkpoint whose batch ids these are: a batch
+that Spark runs again after a restart rewrites its own file with the same rows, so a
+transition is written once; a new checkpoint starts its batch ids again under a new name.
+Whole days older than the retention are deleted.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+import urllib.parse
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, get_type_hints
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kmon.history import COLUMNS, Transition, order_key
+
+log = logging.getLogger("kmon.history")
+
+_HINTS = get_type_hints(Transition)
+# cluster is the directory's; every int is an int64 (Parquet readers need no guessing)
+SCHEMA = pa.schema([(c, pa.int64() if int in getattr(_HINTS[c], "__args__", (_HINTS[c],)) else pa.string())
+                    for c in COLUMNS if c != "cluster"])
+
+
+def writer_id(checkpoint: Path) -> str:
+    """The name of a checkpoint's batch-id sequence, made once and kept in it."""
+    path = checkpoint / "history-writer"
+    if not path.exists():
+        checkpoint.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(uuid.uuid4().hex[:12] + "\n")
+        os.replace(tmp, path)
+    return path.read_text().strip()
+
+
+def _day(ms: int) -> date:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).date()
+
+
+def _cluster_dir(directory: Path, cluster: str) -> Path:
+    return directory / f"cluster={urllib.parse.quote(cluster, safe='')}"
+
+
+@dataclass(frozen=True)
+class Written:
+    rows: dict[str, int]   # cluster -> rows written
+    lost: dict[str, int]   # cluster -> rows that could not be written (logged)
+
+
+class HistoryLog:
+    def __init__(self, directory: Path, writer: str, retention_days: int,
+                 clock: Callable[[], float] = time.time):
+        self.dir = directory
+        self._writer = writer
+        self._retention = timedelta(days=retention_days)
+        self._clock = clock
+        self._pruned: date | None = None
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.prune()
+
+    def append(self, batch_id: int, transitions: Iterable[Transition]) -> Written:
+        """Write one batch's transitions; a file that cannot be written costs its rows only
+        (counted and logged), never the views."""
+        by_file: defaultdict[tuple[str, date], list[Transition]] = defaultdict(list)
+        for t in transitions:
+            by_file[(t.cluster, _day(t.time_ms))].append(t)
+        written: defaultdict[str, int] = defaultdict(int)
+        lost: defaultdict[str, int] = defaultdict(int)
+        for (cluster, day), rows in by_file.items():
+            path = _cluster_dir(self.dir, cluster) / f"date={day.isoformat()}" / f"{self._writer}-{batch_id:012d}.parquet"
+            try:
+                _write(path, sorted(rows, key=order_key))
+                written[cluster] += len(rows)
+            except (OSError, pa.ArrowException) as e:
+                lost[cluster] += len(rows)
+                log.error("could not write %d transition(s) of %s to the history at %s: %s", len(rows), cluster, path, e)
+        if _day(int(self._clock() * 1000)) != self._pruned:
+            self.prune()
+        return Written(dict(written), dict(lost))
+
+    def prune(self) -> None:
+        """Delete the days that ended before the retention began."""
+        today = _day(int(self._clock() * 1000))
+        oldest = today - self._retention
+        for day_dir in self.dir.glob("cluster=*/date=*"):
+            day = _parse_day(day_dir.name.removeprefix("date="))
+            if day is not None and day < oldest:
+                shutil.rmtree(day_dir, ignore_errors=True)
+                log.info("history: deleted %s (older than %d days)", day_dir, self._retention.days)
+        self._pruned = today
+
+
+def _write(path: Path, rows: list[Transition]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist([{c: getattr(t, c) for c in SCHEMA.names} for t in rows], schema=SCHEMA)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)   # a reader never sees half a file
+
+
+def _parse_day(text: str) -> date | None:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------- reading
+
+@dataclass(frozen=True)
+class HistoryFile:
+    path: Path
+    cluster: str
+    day: date
+    mtime_ns: int
+
+
+def files(directory: Path, since_ms: int | None = None, until_ms: int | None = None) -> list[HistoryFile]:
+    """The history's files of the days that overlap [since, until]."""
+    first = _day(since_ms) if since_ms is not None else None
+    last = _day(until_ms) if until_ms is not None else None
+    out = []
+    for cluster_dir in directory.glob("cluster=*"):
+        cluster = urllib.parse.unquote(cluster_dir.name.removeprefix("cluster="))
+        for day_dir in cluster_dir.glob("date=*"):
+            day = _parse_day(day_dir.name.removeprefix("date="))
+            if day is None or (first and day < first) or (last and day > last):
+                continue
+            for path in day_dir.glob("*.parquet"):
+                try:
+                    out.append(HistoryFile(path, cluster, day, path.stat().st_mtime_ns))
+                except FileNotFoundError:   # pruned meanwhile
+                    continue
+    return out
+
+
+def read(file: HistoryFile) -> Iterator[Transition]:
+    """The rows of one file; raises ValueError naming it when it is not a history file."""
+    try:
+        table = pq.read_table(file.path)
+    except (OSError, pa.ArrowException) as e:
+        raise ValueError(f"{file.path}: not a readable Parquet file ({e})") from None
+    missing = [c for c in SCHEMA.names if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{file.path}: not a kmon history file (no column {', '.join(missing)})")
+    for row in table.select(SCHEMA.names).to_pylist():
+        yield Transition(cluster=file.cluster, **row)

@@ -1,0 +1,357 @@
+"""The transition history without a cluster: the rows of each applied event (and that they
+agree with the counters), the Parquet files, and ``kmon history``."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kmon.cli import main
+from kmon.events import (BrokerState, ControllerState, Event, GroupMember, GroupState, PartitionState, TopicState,
+                         encode)
+from kmon.history import COUNTED, KINDS, Transition
+from streaming.entity_step import fold
+from streaming.history import transitions
+from streaming.history_log import HistoryLog, files, read
+from streaming.records import (CONTROLLER_CHANGES, ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, REBALANCES,
+                               UNCLEAN_LEADER_ELECTIONS, apply_event, record_from_json)
+
+ROOT = Path(__file__).resolve().parents[2]
+DAY_MS = 86_400_000
+T0 = 1_795_000_000_000   # 2026-11-18, a fixed instant: rows are dated by it
+
+
+def zk(kind: str, entity: str, data, zxid: int, op: str = "upsert", snapshot_id: str | None = None) -> Event:
+    return Event(cluster="c1", source="zk", kind=kind, entity=entity, op=op, observed_ms=T0 + zxid,
+                 data=data, zxid=zxid, snapshot_id=snapshot_id)
+
+
+def partition(zxid: int, leader: int, isr: tuple[int, ...], epoch: int = 0) -> Event:
+    return zk("partition", "partition:t:0", PartitionState("t", 0, leader, epoch, isr, 1), zxid)
+
+
+def group(n: int, generation: int, state: str = "Stable", members: int = 1) -> Event:
+    data = GroupState(group="g", state=state, generation=generation, protocol="range", leader="m0",
+                      members=tuple(GroupMember(f"m{i}", "c", "h") for i in range(members)), coordinator=2)
+    return Event(cluster="c1", source="groups", kind="group", entity="group:g", op="upsert",
+                 observed_ms=T0 + n, data=data)
+
+
+def rows_of(events: list[Event]) -> list[Transition]:
+    """Each event applied in turn; the transitions of those applied."""
+    record, out = None, []
+    for e in events:
+        before = record
+        record, applied = apply_event(record, e)
+        if applied == "applied":
+            out.extend(transitions(before, record, e))
+    return out
+
+
+# ---------------------------------------------------------------- rows of one entity
+
+def test_isr_shrink_expand_and_elections_name_the_brokers_and_values():
+    rows = rows_of([partition(1, 1, (1, 2, 3)), partition(2, 1, (1, 3)), partition(3, 3, (3,), epoch=1),
+                    partition(4, 2, (2,), epoch=2), partition(5, 2, (2, 3), epoch=2)])
+    assert [(r.kind, r.broker, r.old, r.new) for r in rows] == [
+        ("isr_shrink", 2, "1,2,3", "1,3"),
+        ("isr_shrink", 1, "1,3", "3"), ("leader_election", 3, "1", "3"),
+        ("isr_shrink", 3, "3", "2"), ("isr_expand", 2, "3", "2"), ("unclean_leader_election", 2, "3", "2"),
+        ("isr_expand", 3, "2", "2,3")]
+    assert all((r.cluster, r.topic, r.partition, r.entity) == ("c1", "t", 0, "partition:t:0") for r in rows)
+    assert [r.zxid for r in rows] == [2, 3, 3, 4, 4, 4, 5]
+    assert rows[5].epoch == 2 and rows[5].time_ms == T0 + 4
+
+
+def test_replays_and_duplicates_write_nothing_twice():
+    events = [partition(1, 1, (1, 2)), partition(2, 1, (1,)), partition(3, 1, (1, 2))]
+    assert len(rows_of(events + events + [partition(2, 1, (1,))])) == 2
+
+
+def test_controller_changes_carry_both_brokers_and_epochs():
+    c = lambda zxid, broker, epoch: zk("controller", "controller", ControllerState(broker, epoch, zxid), zxid)
+    rows = rows_of([c(1, 1, 5), c(2, -1, 5), c(3, 2, 6), c(3, 2, 6)])
+    assert [(r.kind, r.old, r.new, r.broker, r.epoch) for r in rows] == [
+        ("controller_change", "1", "-1", -1, 5), ("controller_change", "-1", "2", 2, 6)]
+
+
+def test_brokers_and_topics_seen_in_the_first_snapshot_were_there_before():
+    broker = lambda zxid, op="upsert", snap=None: zk(
+        "broker", "broker:4", BrokerState(4, "h", 9092, None) if op == "upsert" else None, zxid, op, snap)
+    assert rows_of([broker(1, snap="s1")]) == []
+    rows = rows_of([broker(1, snap="s1"), broker(2, "delete"), broker(3, snap="s2"), broker(4, "delete"), broker(5)])
+    assert [(r.kind, r.broker, r.zxid) for r in rows] == [
+        ("broker_gone", 4, 2), ("broker_registered", 4, 3), ("broker_gone", 4, 4), ("broker_registered", 4, 5)]
+    topic = lambda zxid, op="upsert": zk("topic", "topic:t", TopicState("t", None, {0: (1,)}) if op == "upsert"
+                                         else None, zxid, op)
+    assert [(r.kind, r.topic) for r in rows_of([topic(1), topic(2, "delete")])] == [
+        ("topic_created", "t"), ("topic_deleted", "t")]
+
+
+def test_a_reassignment_starts_and_finishes_with_its_replicas():
+    t = lambda zxid, replicas, adding=(), removing=(): zk("topic", "topic:t", TopicState(
+        "t", None, {0: replicas, 1: (1, 2)}, {0: adding} if adding else {}, {0: removing} if removing else {}), zxid)
+    rows = rows_of([t(1, (1, 2, 3)), t(2, (2, 3, 4, 1), adding=(4,), removing=(1,)), t(3, (2, 3, 4))])
+    assert [(r.kind, r.topic, r.partition, r.old, r.new) for r in rows] == [
+        ("topic_created", "t", None, None, None),
+        ("reassignment_started", "t", 0, "2,3,1", "2,3,4"),
+        ("reassignment_finished", "t", 0, "2,3,1", "2,3,4")]
+
+
+def test_group_states_and_one_row_per_rebalance_including_generations_missed_between_polls():
+    rows = rows_of([group(1, 3), group(2, 3, "PreparingRebalance"), group(3, 4, "Stable", members=2),
+                    group(4, 7, "Stable", members=3)])
+    assert [(r.kind, r.old, r.new, r.generation) for r in rows] == [
+        ("group_state_change", "Stable", "PreparingRebalance", 3),
+        ("group_state_change", "PreparingRebalance", "Stable", 4), ("rebalance", "3", "4", 4),
+        ("rebalance", "4", "5", 5), ("rebalance", "5", "6", 6), ("rebalance", "6", "7", 7)]
+    assert rows[2].detail == "2 member(s), assignor range, leader m0" and rows[3].detail == "between two polls"
+    assert {(r.group, r.broker) for r in rows} == {("g", 2)}
+
+
+# ---------------------------------------------------------------- rows agree with the counters
+
+_isr = st.lists(st.sampled_from([1, 2, 3]), max_size=3, unique=True).map(tuple)
+_partition_events = st.lists(st.tuples(st.sampled_from([-1, 1, 2, 3]), _isr, st.integers(0, 2)), min_size=1,
+                             max_size=25)
+
+
+def _value(e: Event) -> str:
+    return encode(e).decode()
+
+
+def _batches(values: list[str], cuts: list[int]) -> list[list[tuple[int, int, str]]]:
+    rows = [(0, i, v) for i, v in enumerate(values)]
+    edges = sorted({c % (len(rows) + 1) for c in cuts} | {0, len(rows)})
+    return [rows[a:b] for a, b in zip(edges, edges[1:])]
+
+
+def _fold_batches(key: str, batches) -> tuple[dict, list[dict]]:
+    """fold() over consecutive batches, the state carried as Spark carries it."""
+    state, rows = None, []
+    for batch in batches:
+        out = fold(key, state, batch)
+        state = out["record"]
+        rows.extend(out["transitions"])
+    return record_from_json(state).counters, rows
+
+
+@settings(max_examples=150, deadline=None)
+@given(_partition_events, st.lists(st.integers(0, 30), max_size=4))
+def test_partition_rows_equal_the_counters_whatever_the_batches(steps, cuts):
+    values, zxid = [], 0
+    for leader, isr, bump in steps:
+        zxid += bump   # 0: the same zxid again (a re-read or a half-stale read)
+        values.append(_value(partition(zxid, leader, isr)))
+    counters, rows = _fold_batches("c1/partition:t:0", _batches(values, cuts))
+    kinds = Counter(r["kind"] for r in rows)
+    by_broker = Counter((r["kind"], r["broker"]) for r in rows)
+    for name, broker in (k.split(":") for k in counters if ":" in k):
+        kind = {ISR_SHRINKS: "isr_shrink", ISR_EXPANDS: "isr_expand"}[name]
+        assert by_broker[(kind, int(broker))] == counters[f"{name}:{broker}"]
+    assert sum(n for (kind, _), n in by_broker.items() if kind.startswith("isr")) == \
+        sum(n for k, n in counters.items() if ":" in k)
+    assert kinds["leader_election"] + kinds["unclean_leader_election"] == counters.get(LEADER_ELECTIONS, 0)
+    assert kinds["unclean_leader_election"] == counters.get(UNCLEAN_LEADER_ELECTIONS, 0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(-1, 3), st.sampled_from(["Stable", "PreparingRebalance", "Empty"])),
+                min_size=1, max_size=20),
+       st.lists(st.tuples(st.sampled_from([-1, 1, 2]), st.integers(0, 1)), min_size=1, max_size=20),
+       st.lists(st.integers(0, 30), max_size=4))
+def test_group_and_controller_rows_equal_the_counters(gens, controllers, cuts):
+    generation, values = 0, []
+    for i, (step, state) in enumerate(gens):
+        generation = -1 if step < 0 else generation + step   # -1: the Admin API does not know it
+        values.append(_value(group(i, generation, state)))
+    counters, rows = _fold_batches("c1/group:g", _batches(values, cuts))
+    assert len([r for r in rows if r["kind"] == "rebalance"]) == counters.get(REBALANCES, 0)
+    values, epoch = [], 0
+    for i, (broker, bump) in enumerate(controllers):
+        epoch += bump
+        values.append(_value(zk("controller", "controller", ControllerState(broker, epoch, T0 + epoch), i + 1)))
+    counters, rows = _fold_batches("c1/controller", _batches(values, cuts))
+    assert len(rows) == counters.get(CONTROLLER_CHANGES, 0)
+
+
+def test_every_counted_kind_and_counter_is_known():
+    from kmon.metrics import CATALOG
+    names = {m.name for m in CATALOG}
+    assert set(COUNTED) <= names
+    assert {k for kinds in COUNTED.values() for k in kinds} <= set(KINDS)
+
+
+# ---------------------------------------------------------------- the files
+
+def row(n: int, kind: str = "isr_shrink", cluster: str = "c1", **kw) -> Transition:
+    fields = {"topic": "t", "partition": 0, "broker": 2, "old": "1,2", "new": "1", "zxid": n} | kw
+    return Transition(time_ms=T0 + n, cluster=cluster, kind=kind, entity="partition:t:0", **fields)
+
+
+class Clock:
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def __call__(self) -> float:
+        return self.ms / 1000
+
+
+def test_a_batch_is_one_file_per_cluster_and_day_and_a_rerun_rewrites_it(tmp_path: Path):
+    history = HistoryLog(tmp_path, "w1", 7, Clock(T0))
+    batch = [row(3), row(1, cluster="prod eu%1"), row(DAY_MS), row(2)]
+    written = history.append(5, batch)
+    assert written.rows == {"c1": 3, "prod eu%1": 1} and written.lost == {}
+    history.append(5, batch)   # Spark runs batch 5 again after a restart
+    found = sorted(files(tmp_path), key=lambda f: (f.cluster, f.day))
+    assert [(f.cluster, f.day.isoformat(), f.path.name) for f in found] == [
+        ("c1", "2026-11-18", "w1-000000000005.parquet"), ("c1", "2026-11-19", "w1-000000000005.parquet"),
+        ("prod eu%1", "2026-11-18", "w1-000000000005.parquet")]
+    assert list(read(found[0])) == [row(2), row(3)], "in order, rows as written"
+    assert list(read(found[2])) == [row(1, cluster="prod eu%1")]
+
+
+def test_other_parquet_readers_see_cluster_and_date_as_columns(tmp_path: Path):
+    HistoryLog(tmp_path, "w1", 7, Clock(T0)).append(0, [row(1), row(2, kind="isr_expand")])
+    table = ds.dataset(tmp_path, format="parquet", partitioning="hive").to_table().to_pylist()
+    assert sorted((r["cluster"], str(r["date"]), r["kind"], r["broker"]) for r in table) == [
+        ("c1", "2026-11-18", "isr_expand", 2), ("c1", "2026-11-18", "isr_shrink", 2)]
+
+
+def test_days_past_the_retention_are_deleted(tmp_path: Path):
+    clock = Clock(T0)
+    history = HistoryLog(tmp_path, "w1", 2, clock)
+    for day in range(4):
+        history.append(day, [row(day * DAY_MS)])
+    clock.ms = T0 + 4 * DAY_MS   # a new day: the next batch prunes
+    history.append(9, [row(4 * DAY_MS)])
+    assert sorted(f.day.isoformat() for f in files(tmp_path)) == ["2026-11-20", "2026-11-21", "2026-11-22"]
+
+
+def test_a_file_that_cannot_be_written_costs_its_rows_only(tmp_path: Path, caplog):
+    history = HistoryLog(tmp_path, "w1", 7, Clock(T0))
+    (tmp_path / "cluster=bad").write_text("a file where the cluster's directory goes")
+    written = history.append(0, [row(1), row(2, cluster="bad")])
+    assert (written.rows, written.lost) == ({"c1": 1}, {"bad": 1})
+    assert "could not write 1 transition(s) of bad" in caplog.text
+
+
+# ---------------------------------------------------------------- kmon history
+
+@pytest.fixture
+def history_dir(tmp_path: Path) -> Path:
+    now = int(time.time() * 1000)
+    at = lambda n: {"time_ms": now - 600_000 + n * 1000}
+    rows = [Transition(**at(1), cluster="c1", kind="isr_shrink", entity="partition:t:0", topic="t", partition=0,
+                       broker=2, old="1,2", new="1", epoch=4, zxid=10),
+            Transition(**at(2), cluster="c1", kind="leader_election", entity="partition:t:1", topic="t",
+                       partition=1, broker=1, old="2", new="1", epoch=5, zxid=11),
+            Transition(**at(3), cluster="c1", kind="controller_change", entity="controller", broker=3,
+                       old="2", new="3", epoch=7, zxid=12),
+            Transition(**at(4), cluster="c2", kind="rebalance", entity="group:g", group="g", broker=1,
+                       old="3", new="4", generation=4, detail="2 member(s), assignor range, leader m0"),
+            Transition(time_ms=now - 3 * 3600_000, cluster="c1", kind="broker_gone", entity="broker:2", broker=2)]
+    HistoryLog(tmp_path, "w1", 7).append(0, rows[:2] + rows[4:])
+    HistoryLog(tmp_path, "w1", 7).append(1, rows[2:4])
+    return tmp_path
+
+
+def history(capsys, *argv: str) -> tuple[int, list[str], str]:
+    code = main(["history", *argv])
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err
+
+
+def test_the_last_hour_in_order_as_an_aligned_table(history_dir: Path, capsys):
+    code, lines, _ = history(capsys, "--dir", str(history_dir))
+    assert code == 0
+    assert lines[0].split()[:3] == ["TIME", "(UTC)", "CLUSTER"]
+    assert [line.split()[2] for line in lines[1:]] == ["isr_shrink", "leader_election", "controller_change",
+                                                       "rebalance"], "broker_gone is 3 h old"
+    assert len({line.index("KIND") if i == 0 else line.index(line.split()[2]) for i, line in enumerate(lines)}) == 1
+    assert "t:0" in lines[1] and "1,2 -> 1" in lines[1]
+    assert lines[4].endswith("2 member(s), assignor range, leader m0") and "group g" in lines[4]
+
+
+def test_filters_and_json_lines(history_dir: Path, capsys):
+    code, lines, _ = history(capsys, "--dir", str(history_dir), "--since", "4h", "--broker", "2", "--json")
+    rows = [json.loads(line) for line in lines]
+    assert code == 0
+    # broker 2 left an ISR, lost a leadership and the controller role, and its registration
+    assert [r["kind"] for r in rows] == ["broker_gone", "isr_shrink", "leader_election", "controller_change"]
+    assert rows[1]["time"].endswith("Z") and rows[1]["topic"] == "t" and rows[1]["cluster"] == "c1"
+    _, lines, _ = history(capsys, "--dir", str(history_dir), "--cluster", "c2", "--json")
+    assert [json.loads(line)["kind"] for line in lines] == ["rebalance"]
+    _, lines, _ = history(capsys, "--dir", str(history_dir), "--kind", "leader_election,controller_change", "--json")
+    assert [json.loads(line)["epoch"] for line in lines] == [5, 7]
+    code, lines, err = history(capsys, "--dir", str(history_dir), "--topic", "nope")
+    assert (code, lines, err.strip()) == (0, [], "kmon history: no transition matches")
+
+
+def test_from_and_to_bound_the_range(history_dir: Path, capsys):
+    now_s = time.time()
+    _, lines, _ = history(capsys, "--dir", str(history_dir), "--from", str(now_s - 4 * 3600),
+                          "--to", str(now_s - 3600), "--json")
+    assert [json.loads(line)["kind"] for line in lines] == ["broker_gone"]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--kind", "isr_shrink,bogus"], "unknown kind bogus"),
+    (["--since", "yesterday"], "--since 'yesterday' is not a duration"),
+    (["--from", "23/11/2026"], "--from '23/11/2026' is not a time"),
+    (["--to", "soon"], "--to 'soon' is not a time"),
+    (["--broker", "two"], "--broker 'two' is not a broker id"),
+    (["--from", "2026-11-23T10:00", "--to", "2026-11-23T09:00"], "--to '2026-11-23T09:00' is before"),
+    (["--follow", "--to", "2026-11-23T09:00"], "--follow and --to exclude each other"),
+])
+def test_bad_input_is_one_line_and_exit_2(history_dir: Path, capsys, argv, needle):
+    code, lines, err = history(capsys, "--dir", str(history_dir), *argv)
+    assert (code, lines) == (2, [])
+    assert err.startswith("kmon history: ") and needle in err and err.count("\n") == 1
+
+
+def test_a_missing_or_empty_history_is_one_line_and_exit_2(tmp_path: Path, capsys):
+    code, _, err = history(capsys, "--dir", str(tmp_path / "none"))
+    assert code == 2 and err == f"kmon history: no history at {tmp_path / 'none'} (kmon stream writes it to its " \
+                                "--history-dir, by default <checkpoint>/history)\n"
+    code, _, err = history(capsys, "--dir", str(tmp_path))
+    assert code == 2 and "holds no history yet" in err and err.count("\n") == 1
+
+
+def test_a_corrupted_file_is_skipped_with_a_warning_naming_it(history_dir: Path, capsys, caplog):
+    bad = next(history_dir.glob("cluster=c2/date=*")) / "w1-000000000099.parquet"
+    bad.write_bytes(b"PAR1 not really")
+    code, lines, _ = history(capsys, "--dir", str(history_dir), "--json")
+    assert code == 0 and len(lines) == 4
+    assert f"skipped {bad}: not a readable Parquet file" in caplog.text
+
+
+def test_follow_prints_new_transitions_until_sigterm(tmp_path: Path):
+    log = HistoryLog(tmp_path, "w1", 7)
+    log.append(0, [Transition(time_ms=int(time.time() * 1000), cluster="c1", kind="topic_created",
+                              entity="topic:a", topic="a")])
+    proc = subprocess.Popen([sys.executable, "-m", "kmon.cli", "history", "--dir", str(tmp_path), "--follow",
+                             "--json", "--poll-interval", "0.1"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline())["topic"] == "a"
+        log.append(1, [Transition(time_ms=int(time.time() * 1000), cluster="c1", kind="topic_deleted",
+                                  entity="topic:a", topic="a")])
+        assert json.loads(proc.stdout.readline())["kind"] == "topic_deleted"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        assert "Traceback" not in proc.stderr.read()   # type: ignore[union-attr]
+    finally:
+        proc.kill()
+        proc.wait()
