@@ -32,9 +32,12 @@ _VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
 @dataclass(frozen=True)
 class Query:
     dashboard: str  # uid
-    panel: str  # title
+    panel: str  # title, or the annotation's name
     ref_id: str
     expr: str
+    # a PromQL-driven annotation: Grafana runs it over the dashboard's time range and marks
+    # each moment it returns something; most of the time it returns nothing
+    annotation: bool = False
 
 
 def dashboard_paths(directory: Path = DASHBOARD_DIR) -> list[Path]:
@@ -57,10 +60,18 @@ def panels(dashboard: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def queries(dashboard: Mapping[str, Any]) -> list[Query]:
+    """Every panel query, then every annotation query."""
     return [Query(dashboard["uid"], panel.get("title", ""), target.get("refId", ""), target["expr"])
             for panel in panels(dashboard)
             for target in panel.get("targets", [])
-            if target.get("expr")]
+            if target.get("expr")] + [
+        Query(dashboard["uid"], a["name"], "annotation", a["expr"], annotation=True)
+        for a in annotations(dashboard)]
+
+
+def annotations(dashboard: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The dashboard's PromQL annotations (not Grafana's built-in one)."""
+    return [a for a in dashboard.get("annotations", {}).get("list", []) if a.get("expr")]
 
 
 def variable_queries(dashboard: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -110,7 +121,8 @@ def template_values(cluster: str, *, rate_interval: str = "1m", range_: str = "1
 
 
 def queries_for_prometheus(dashboard: Mapping[str, Any], cluster: str, *, rate_interval: str = "1m",
-                           range_: str = "1h") -> list[tuple[str, str]]:
-    """(panel title, expression) of every query, ready for Prometheus' /api/v1/query."""
+                           range_: str = "1h", annotation: bool = False) -> list[tuple[str, str]]:
+    """(panel title, expression) of every panel query, or with ``annotation`` of every
+    annotation query, ready for Prometheus' query API."""
     values = template_values(cluster, rate_interval=rate_interval, range_=range_)
-    return [(q.panel, substitute(q.expr, values)) for q in queries(dashboard)]
+    return [(q.panel, substitute(q.expr, values)) for q in queries(dashboard) if q.annotation == annotation]

@@ -22,7 +22,7 @@ from typing import Iterator
 
 import pandas as pd
 
-from kmon.events import MalformedEvent, decode, parse_json, plain
+from kmon.events import MalformedEvent, decode, parse_json
 from streaming.history import transitions
 from streaming.records import (UNKNOWN_SOURCE, Applied, apply_event, cluster_of, record_from_json,
                                record_to_json)
@@ -64,7 +64,7 @@ def fold(key: str, state: str | None, rows: list[tuple[int, int, str | None]]) -
         before = record
         record, applied = apply_event(record, event)
         if applied is Applied.APPLIED and record is not None:
-            history.extend(plain(t) for t in transitions(before, record, event))
+            history.extend(vars(t) for t in transitions(before, record, event))   # flat: no plain() needed
         if applied is Applied.MALFORMED:
             malformed.append((int(partition), int(offset), event.source,
                               f"{event.kind}/{event.op} event does not fit the entity's record"))

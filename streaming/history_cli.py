@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import sys
 import threading
@@ -127,6 +128,14 @@ def query_of(args: argparse.Namespace, now_ms: int) -> Query:
 
 def cmd_history(args: argparse.Namespace) -> int:
     try:
+        return _history(args)
+    except BrokenPipeError:   # `kmon history | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no second error at exit
+        return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    try:
         query = query_of(args, int(time.time() * 1000))
     except ValueError as e:
         print(f"kmon history: {e}", file=sys.stderr)
@@ -141,8 +150,9 @@ def cmd_history(args: argparse.Namespace) -> int:
               "a transition", file=sys.stderr)
         return 2
     out = JsonLines(sys.stdout) if args.json else Table(sys.stdout)
-    seen: set[Path] = set()
-    rows = _new_rows(directory, query, seen)
+    read_files: set[Path] = set()
+    shown: set[Transition] = set()
+    rows = _new_rows(directory, query, read_files, shown)
     out.write(rows)
     if not args.follow:
         if not rows:
@@ -151,19 +161,21 @@ def cmd_history(args: argparse.Namespace) -> int:
     stopped = threading.Event()
     stop_on_signals(stopped)
     while not stopped.wait(args.poll_interval):
-        out.write(_new_rows(directory, query, seen))
+        out.write(_new_rows(directory, query, read_files, shown))
     return 0
 
 
-def _new_rows(directory: Path, query: Query, seen: set[Path]) -> list[Transition]:
-    """The matching rows of files not read yet, in order. A file Spark rewrote when it ran a
-    batch again holds the same rows: it is not read twice."""
-    rows: list[Transition] = []
-    for f in sorted(files(directory, query.since_ms, query.until_ms), key=lambda f: f.path):
-        if f.path in seen or (query.cluster is not None and f.cluster != query.cluster):
+def _new_rows(directory: Path, query: Query, read_files: set[Path], shown: set[Transition]) -> list[Transition]:
+    """The matching rows not shown yet, in order. A file Spark rewrote when it ran a batch
+    again holds the same rows, and two stream apps on one history (each with its own
+    checkpoint) write the same rows to their own files: each row is shown once."""
+    rows: set[Transition] = set()
+    for f in files(directory, query.since_ms, query.until_ms):
+        if f.path in read_files or (query.cluster is not None and f.cluster != query.cluster):
             continue
-        seen.add(f.path)
-        rows.extend(t for t in _read_or_warn(f) if query.matches(t))
+        read_files.add(f.path)
+        rows.update(t for t in _read_or_warn(f) if query.matches(t) and t not in shown)
+    shown |= rows
     return sorted(rows, key=order_key)
 
 
@@ -220,7 +232,8 @@ class Table:
 
     def _line(self, cells: tuple[str, ...]) -> None:
         assert self.widths is not None
-        self.stream.write("  ".join(c.ljust(w) for c, w in zip(cells[:-1], self.widths)) + "  " + cells[-1] + "\n")
+        line = "  ".join(c.ljust(w) for c, w in zip(cells[:-1], self.widths)) + "  " + cells[-1]
+        self.stream.write(line.rstrip() + "\n")
 
     @staticmethod
     def _cells(t: Transition) -> tuple[str, ...]:

@@ -246,8 +246,11 @@ def test_5_rebalances_are_counted_once_per_generation_and_a_held_rebalance_shows
     create_topic(mon, topic, partitions=4, rf=3)
     members = [Member(mon, group, topic, **{"max.poll.interval.ms": 60000})]
     try:
+        # the generation too: an Admin API poll (no generation, -1) can show the group stable
+        # before its __consumer_offsets record (generation 1) arrives
         eventually(lambda: v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 1
-                   and v(mon, "kmon_consumer_group_members", group=group) == 1, 120, "group stable")
+                   and v(mon, "kmon_consumer_group_members", group=group) == 1
+                   and (v(mon, "kmon_consumer_group_generation", group=group) or -1) >= 1, 120, "group stable")
         gen0 = v(mon, "kmon_consumer_group_generation", group=group)
         reb0 = v(mon, "kmon_consumer_group_rebalances_total", group=group)
         members.append(Member(mon, group, topic))
@@ -423,3 +426,112 @@ def test_10_events_cluster_outage_loses_nothing_and_the_stream_sits_through(mon:
     assert v(mon, "kmon_isr_shrinks_total", topic=topic, broker=str(victim)) == 3   # nothing counted twice
     # the same stream process sat through the outage
     assert mon.component("stream").pid == stream_pid and mon.component("stream").alive()
+
+
+def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_counters(mon: LocalStack) -> None:
+    """Issue 14: an unclean election and a rebalance storm, then what all the scenarios did (a
+    follower, controllers and leaders killed, a reassignment, groups churned, the collector and
+    the stream restarted, the events cluster away) as `kmon history` reads it: once each, in
+    order, as many as the counters say; and the dashboards' annotations mark those moments."""
+    from collections import Counter
+
+    from dashboards.catalog import load_all, queries_for_prometheus
+    from kmon.history import COUNTED, Transition, order_key
+    from kmon.monitor import history_dir
+    from streaming.history_log import files, read
+    assert mon.state
+    started = time.time()
+
+    # an unclean election: the follower leaves the ISR, the leader dies, the follower returns
+    topic = "s11-unclean"
+    create_topic(mon, topic, partitions=1, rf=2, config={"unclean.leader.election.enable": "true"})
+    wait_for_topic(mon, topic, 1)
+    leader = partition_state(mon, topic, 0)["leader"]
+    follower = next(b for b in assigned_replicas(mon, topic, 0) if b != leader)
+    mon.kill_broker(follower)
+    eventually(lambda: partition_state(mon, topic, 0)["isr"] == [leader], 90, "follower out of the ISR")
+    mon.kill_broker(leader)
+    eventually(lambda: partition_state(mon, topic, 0)["leader"] == -1, 90, "partition offline")
+    mon.start_broker(follower)
+    eventually(lambda: partition_state(mon, topic, 0)["leader"] == follower, 120, "unclean election")
+    mon.start_broker(leader)
+    eventually(lambda: v(mon, "kmon_unclean_leader_elections_total", topic=topic) == 1, 90, "unclean counted")
+
+    # a rebalance storm: a member joins and leaves a group, again and again
+    group = "s11-storm"
+    create_topic(mon, group, partitions=2, rf=3)
+    storm = 'round(sum by (cluster, group) (increase(kmon_consumer_group_rebalances_total{group="s11-storm"}[10m]))) > 5'
+    steady = Member(mon, group, group)
+    try:
+        def one_more_rebalance_pair() -> bool:
+            joining = Member(mon, group, group)
+            try:
+                eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) == 2, 90, "a member joined")
+            finally:
+                joining.leave()
+            eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) == 1
+                       and v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 1, 90, "it left")
+            return bool(prom(mon, "/api/v1/query", query=storm)["result"])
+        eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) == 1, 120, "storm group stable")
+        eventually(one_more_rebalance_pair, 300, "a rebalance storm in Prometheus", interval=0)
+    finally:
+        steady.leave()
+
+    def rows() -> list[Transition]:
+        return sorted((t for f in files(history_dir(mon.dir)) if f.cluster == CLUSTER for t in read(f)),
+                      key=order_key)
+
+    def disagreements() -> list[str]:
+        exported = metrics(mon.state.stream_port)   # type: ignore[union-attr]
+        history = rows()
+        out = []
+        for (name, label_set), n in exported.items():
+            labels = dict(label_set)
+            if name not in COUNTED or labels.pop("cluster") != CLUSTER:
+                continue
+            count = sum(1 for t in history if t.kind in COUNTED[name]
+                        and all(str(getattr(t, k)) == x for k, x in labels.items()))
+            if count != n:
+                out.append(f"{name}{labels}: exported {n}, in the history {count}")
+        return out
+
+    eventually(lambda: not disagreements(), 60, "history and counters agree")
+    history = rows()
+    assert [t for t, n in Counter(history).items() if n > 1] == [], "a transition written twice"
+    kinds = Counter(t.kind for t in history)
+    assert {"isr_shrink", "isr_expand", "leader_election", "unclean_leader_election", "controller_change",
+            "broker_gone", "broker_registered", "topic_created", "reassignment_started", "reassignment_finished",
+            "group_state_change", "rebalance"} <= set(kinds), kinds
+    [unclean] = [t for t in history if t.kind == "unclean_leader_election"]
+    assert (unclean.topic, unclean.broker, unclean.detail) == (topic, follower, f"isr before {leader}")
+    assert unclean.time_ms >= started * 1000 - 1000
+    # in order: each controller change starts where the previous one ended, and each ISR change
+    # of a partition from the ISR its previous one left
+    controller = [t for t in history if t.kind == "controller_change"]
+    assert [t.old for t in controller[1:]] == [t.new for t in controller[:-1]]
+    isr: dict[tuple[str | None, int | None], list[Transition]] = {}
+    for t in history:
+        changes = isr.setdefault((t.topic, t.partition), [])
+        if t.kind in ("isr_shrink", "isr_expand") and (not changes or changes[-1].zxid != t.zxid):
+            changes.append(t)   # one ISR change can shrink and expand: one step of the chain
+    for changes in isr.values():
+        assert [set(t.old.split(",")) for t in changes[1:]] == [set(t.new.split(",")) for t in changes[:-1]]  # type: ignore[union-attr]
+    # scenario 1: the killed follower left each partition's ISR, then joined it again
+    s1 = [t for t in history if t.topic == "s1-follower" and t.kind in ("isr_shrink", "isr_expand")]
+    for p in range(3):
+        assert [t.kind for t in s1 if t.partition == p][:2] == ["isr_shrink", "isr_expand"]
+    # scenario 4: one move, begun before it finished, to its target
+    moves = [t for t in history if t.topic == "s4-reassign" and t.kind.startswith("reassignment")]
+    assert [t.kind for t in moves] == ["reassignment_started", "reassignment_finished"]
+    assert set(moves[0].new.split(",")) == set(moves[1].new.split(","))   # type: ignore[union-attr]
+    # one rebalance per generation, in order
+    for g in ("s5-group", group):
+        generations = [t.generation for t in history if t.group == g and t.kind == "rebalance"]
+        assert len(generations) >= 2 and generations == sorted(set(generations)), (g, generations)   # type: ignore[type-var]
+
+    # the dashboards mark each of these moments over the time the scenarios ran
+    now = time.time()
+    unmarked = [name for d in load_all() for name, expr in queries_for_prometheus(d, CLUSTER, annotation=True)
+                if not prom(mon, "/api/v1/query_range", query=expr, start=str(now - 3600), end=str(now),
+                            step="5")["result"]]
+    assert unmarked == [], "annotations that marked nothing"

@@ -97,6 +97,27 @@ def test_every_panel_uses_the_datasource_variable(dashboard: dict) -> None:
             assert target["datasource"] == DATASOURCE_REF, panel["title"]
 
 
+def test_the_moments_are_marked_by_annotations_of_the_datasource() -> None:
+    """Issue 14: controller changes, brokers down and up, unclean elections and rebalance
+    storms, each titled with what and where; what they return is checked against a real
+    Prometheus after the fault scenarios (tests/integration/test_scenarios.py)."""
+    marked = {uid: {a["name"]: a for a in catalog.annotations(d)} for uid, d in DASHBOARDS.items()}
+    assert set(marked["kmon-cluster-health"]) == {"Controller changes", "Broker down", "Broker up",
+                                                  "Unclean leader elections"}
+    assert set(marked["kmon-consumer-groups"]) == {"Rebalance storms"}
+    for a in (a for by_name in marked.values() for a in by_name.values()):
+        assert a["datasource"] == DATASOURCE_REF and a["enable"], a["name"]
+        for label in re.findall(r"\{\{(\w+)\}\}", a["titleFormat"]):
+            assert label in a["tagKeys"].split(","), (a["name"], label)
+
+
+def test_the_rebalance_storm_annotation_marks_what_the_alert_fires_on() -> None:
+    rules = (REPO / "deploy/prometheus/rules/kmon-alerts.yml").read_text()
+    alert = re.search(r"alert: ConsumerGroupRebalanceStorm\n\s+expr: (.*)\n", rules).group(1)   # type: ignore[union-attr]
+    annotation = catalog.annotations(DASHBOARDS["kmon-consumer-groups"])[0]["expr"]
+    assert annotation.replace('{cluster=~"$cluster", group=~"$group"}', "") == alert
+
+
 @pytest.mark.parametrize("query", all_queries(), ids=lambda q: f"{q.dashboard}/{q.panel}/{q.ref_id}")
 def test_every_selector_is_filtered_by_cluster(query: catalog.Query) -> None:
     names = catalog.metric_names(query.expr)
@@ -171,7 +192,8 @@ def test_metric_names(expr: str, names: set[str]) -> None:
 
 def test_queries_for_prometheus_substitute_every_variable() -> None:
     for dashboard in DASHBOARDS.values():
-        queries = catalog.queries_for_prometheus(dashboard, "prod.eu")
+        queries = catalog.queries_for_prometheus(dashboard, "prod.eu") + \
+            catalog.queries_for_prometheus(dashboard, "prod.eu", annotation=True)
         assert len(queries) == len(catalog.queries(dashboard))
         for title, expr in queries:
             assert "$" not in expr.replace('"prod\\\\.eu|"', ""), (title, expr)

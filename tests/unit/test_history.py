@@ -298,6 +298,14 @@ def test_filters_and_json_lines(history_dir: Path, capsys):
     assert (code, lines, err.strip()) == (0, [], "kmon history: no transition matches")
 
 
+def test_a_row_two_stream_apps_wrote_shows_once(history_dir: Path, capsys):
+    for f in files(history_dir):   # a second stream app, with its own checkpoint, wrote the same
+        (f.path.parent / f.path.name.replace("w1-", "w2-")).write_bytes(f.path.read_bytes())
+    code, lines, _ = history(capsys, "--dir", str(history_dir), "--json")
+    assert code == 0 and [json.loads(line)["kind"] for line in lines] == [
+        "isr_shrink", "leader_election", "controller_change", "rebalance"]
+
+
 def test_from_and_to_bound_the_range(history_dir: Path, capsys):
     now_s = time.time()
     _, lines, _ = history(capsys, "--dir", str(history_dir), "--from", str(now_s - 4 * 3600),
@@ -355,3 +363,15 @@ def test_follow_prints_new_transitions_until_sigterm(tmp_path: Path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_reader_that_stops_early_ends_it_quietly(tmp_path: Path):
+    now = int(time.time() * 1000)
+    HistoryLog(tmp_path, "w1", 7).append(0, [Transition(time_ms=now - i, cluster="c1", kind="topic_created",
+                                                        entity=f"topic:t{i}", topic=f"t{i}") for i in range(20000)])
+    proc = subprocess.Popen([sys.executable, "-m", "kmon.cli", "history", "--dir", str(tmp_path)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline().startswith(b"TIME")
+    proc.stdout.close()   # as `kmon history | head -1` does
+    assert proc.wait(60) == 0
+    assert b"Traceback" not in proc.stderr.read()   # type: ignore[union-attr]
