@@ -24,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for chatty in ("kazoo.client", "py4j"):  # connection chatter that says nothing about kmon
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    if args.log_level != "debug":
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_py4j_root_chatter)
     try:
         return args.handler(args)
     except (StackError, MissingTool, TimeoutError) as e:
@@ -31,6 +34,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _py4j_root_chatter(record: logging.LogRecord) -> bool:
+    """py4j logs a connection to Spark's JVM that ends (when kmon stream stops, or a signal to
+    the process group stopped the JVM first) on the root logger, with a stack trace, at info."""
+    return not (record.name == "root" and record.levelno < logging.WARNING and "py4j" in record.pathname)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from py4j.protocol import Py4JError
+
 from kmon import http
 from kmon.events import EVENTS_TOPIC
 from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_probing, tcp_probe, watch
@@ -29,6 +31,7 @@ from streaming.snapshot import SnapshotHolder
 from streaming.views import ViewOptions
 
 log = logging.getLogger("kmon.stream")
+SIGNAL_GRACE_S = 2.0   # how long a failed query waits for the signal that may have caused it
 
 
 @dataclass(frozen=True)
@@ -92,20 +95,29 @@ class StreamApp:
 
     def failure(self) -> str | None:
         """Why the query stopped on its own, if it did."""
-        if self._query is not None and not self._query.isActive:
-            exc = self._query.exception()
-            return str(exc) if exc else "query stopped"
+        try:
+            if self._query is not None and not self._query.isActive:
+                exc = self._query.exception()
+                return str(exc) if exc else "query stopped"
+        except (Py4JError, ConnectionError) as e:
+            return f"Spark's JVM is gone ({type(e).__name__})"
         return None
 
     def stop(self) -> None:
-        if self._query is not None:
-            log.info("stopping the query (the running batch completes first)")
-            self._query.stop()
-        if self._spark is not None:
-            # the state stores' maintenance thread outlives the context and logs a stack trace
-            # for each of its runs after it ("SparkEnv not active")
-            self._spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
-            self._spark.stop()
+        # A signal to the whole process group (systemd's KillMode=control-group, `timeout`,
+        # Kubernetes) stops Spark's JVM too, maybe before this runs: what is gone is said once.
+        try:
+            if self._query is not None:
+                log.info("stopping the query (the running batch completes first)")
+                self._query.stop()
+            if self._spark is not None:
+                # the state stores' maintenance thread outlives the context and logs a stack trace
+                # for each of its runs after it ("SparkEnv not active")
+                self._spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+                self._spark.stop()
+        except (Py4JError, ConnectionError) as e:
+            log.info("Spark's JVM had already stopped (%s): the checkpoint holds every completed batch",
+                     type(e).__name__)
         if self._server is not None:
             http.stop(self._server)
         log.info("stream stopped")
@@ -252,7 +264,8 @@ def run_until(app: StreamApp, stop: threading.Event, poll_seconds: float = 1.0) 
         while True:
             watch(stop, [reach], until=lambda: app.failure() is not None, every=poll_seconds)
             failure = app.failure()
-            if stop.is_set() or failure is None:
+            # a signal to the whole process group may stop Spark's JVM before our handler runs
+            if failure is None or stop.wait(SIGNAL_GRACE_S):
                 return 0
             if not reach.out_of_reach:
                 log.error("the streaming query failed: %s", failure)

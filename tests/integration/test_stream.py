@@ -105,3 +105,35 @@ def test_views_follow_events_and_survive_replays_restarts_and_garbage(stack: Loc
     assert value(port2, "kmon_isr_expands_total", topic="orders", broker="2") == 1
     assert value(port2, "kmon_isr_shrinks_total", topic="orders", broker="3") == 2
 
+
+def test_sigterm_to_the_whole_process_group_stops_cleanly(stack: LocalStack, tmp_path: Path) -> None:
+    """Issue 13: systemd's default KillMode=control-group, `timeout` and Kubernetes signal every
+    process of the service, so Spark's JVM gets SIGTERM with kmon stream and may be gone before
+    the app stops it: still exit 0, no traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from kmon.stack.process import free_port
+    assert stack.state
+    log = tmp_path / "stream.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kmon.cli", "stream", "--bootstrap-servers", stack.state.bootstrap_servers,
+             "--events-topic", "itest-group-sigterm", "--checkpoint", str(tmp_path / "checkpoint"),
+             "--metrics-host", "127.0.0.1", "--metrics-port", str(free_port()), "--master", "local[1]"],
+            stdout=subprocess.DEVNULL, stderr=out, start_new_session=True)
+    try:
+        eventually(lambda: "streaming itest-group-sigterm from" in log.read_text(), 180, "the query running")
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=120) == 0
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    text = log.read_text()
+    assert "received SIGTERM" in text and "stream stopped" in text
+    assert "Traceback" not in text and "ConnectionRefusedError" not in text, text[-3000:]
