@@ -1,4 +1,4 @@
-"""python -m bench [scrape|stream|zk|groups|failover] ... : prints a Markdown table for bench/README.md."""
+"""python -m bench [scrape|stream|idle|zk|groups|failover] ... : prints a Markdown table for bench/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,7 @@ import platform
 import sys
 import time
 
-from bench import failover, groups, plot, scrape, stream, zk
+from bench import failover, groups, idle, plot, scrape, stream, zk
 from streaming.app import StreamConfig
 
 
@@ -30,6 +30,9 @@ def main() -> int:
     st.add_argument("--delay-samples", type=int, default=50)
     st.add_argument("--trigger", type=float, default=StreamConfig.trigger_seconds)
     st.add_argument("--plot", metavar="PNG", help="also draw the cost curve over the sizes (needs .[bench])")
+    i = sub.add_parser("idle", help="CPU of an idle kmon stream (and of the broker it polls) per trigger interval")
+    i.add_argument("--triggers", default="0.25,0.5,1.0", help="comma-separated trigger intervals (s), one app each")
+    i.add_argument("--seconds", type=float, default=60.0, help="idle time measured per trigger")
     z = sub.add_parser("zk", help="the ZooKeeper collector on synthetic trees in a real ZooKeeper")
     z.add_argument("--partitions", default="1000,10000,100000")
     z.add_argument("--samples", type=int, default=200, help="ISR flips timed one at a time, per size")
@@ -56,6 +59,8 @@ def main() -> int:
         rows = groups.run([int(n) for n in args.groups.split(",")], log)
     elif args.what == "failover":
         rows = failover.run(args.rounds, args.trigger, log)
+    elif args.what == "idle":
+        rows = idle.run([float(t) for t in args.triggers.split(",")], args.seconds, log)
     elif args.what == "zk":
         rows = zk.run([int(n) for n in args.partitions.split(",")], args.samples, log)
     else:
