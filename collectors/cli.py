@@ -11,6 +11,7 @@ from collectors.groups.cli import add_groups_flags, groups_config
 from collectors.groups.collector import GroupsCollector
 from collectors.publisher import PublisherConfig
 from collectors.runner import Running, running
+from collectors.supervise import supervised
 from collectors.zk.collector import ZkCollector, ZkCollectorConfig
 from kmon import config
 from kmon.signals import stop_on_signals
@@ -100,6 +101,10 @@ def _events(args: argparse.Namespace) -> PublisherConfig:
 
 def cmd_collect_groups(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     _require(parser, args, "bootstrap_servers", "cluster", "events_bootstrap_servers")
+    return supervised(args.argv, lambda: _collect_groups(args))
+
+
+def _collect_groups(args: argparse.Namespace) -> int:
     groups, events = groups_config(args), _events(args)
     with running(groups.cluster, lambda pub, tel: GroupsCollector(groups, pub, tel), events,
                  args.metrics_port) as collector:
@@ -113,6 +118,10 @@ def cmd_collect_groups(parser: argparse.ArgumentParser, args: argparse.Namespace
 
 def cmd_collect_zk(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     _require(parser, args, "zookeeper", "cluster", "events_bootstrap_servers")
+    return supervised(args.argv, lambda: _collect_zk(args))
+
+
+def _collect_zk(args: argparse.Namespace) -> int:
     hosts, chroot = args.zookeeper
     zk = ZkCollectorConfig(hosts=hosts, chroot=chroot, cluster=args.cluster)
     events = _events(args)

@@ -20,6 +20,7 @@ DEFAULT_STACK_DIR = ".kmon/stack"
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)   # what a supervised child runs again
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for chatty in ("kazoo.client", "py4j"):  # connection chatter that says nothing about kmon

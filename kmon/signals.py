@@ -1,6 +1,7 @@
 """Graceful shutdown of kmon's long-running commands: SIGTERM and SIGINT end them in order."""
 from __future__ import annotations
 
+import ctypes
 import logging
 import signal
 import threading
@@ -25,3 +26,12 @@ def wait_for_shutdown_signal(on_ready: Callable[[], None]) -> None:
     stop_on_signals(stopped)
     on_ready()
     stopped.wait()
+
+
+def die_with_parent() -> None:
+    """In a child before exec: SIGKILL when the process that started it dies (Linux)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+_PR_SET_PDEATHSIG = 1

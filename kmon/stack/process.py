@@ -1,7 +1,6 @@
 """Starting, watching and stopping one local server process."""
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import socket
@@ -10,6 +9,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from kmon import signals
 
 
 def free_port() -> int:
@@ -70,15 +71,6 @@ class Spawned:
     log: Path
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the process that started it dies (Linux)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
-_PR_SET_PDEATHSIG = 1
-
-
 def spawn(argv: list[str], log: Path, cwd: Path, env: dict[str, str] | None = None,
           die_with_parent: bool = False) -> Spawned:
     """Start detached (own session) so Ctrl-C in a shell does not reach it; output to ``log``.
@@ -92,7 +84,7 @@ def spawn(argv: list[str], log: Path, cwd: Path, env: dict[str, str] | None = No
         p = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, start_new_session=True,
                              env={**os.environ, **(env or {})},
-                             preexec_fn=_die_with_parent if die_with_parent else None)
+                             preexec_fn=signals.die_with_parent if die_with_parent else None)
     return Spawned(p.pid, log)
 
 

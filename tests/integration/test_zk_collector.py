@@ -32,6 +32,7 @@ from collectors.runner import Running, running
 from collectors.zk.collector import ZkCollector, ZkCollectorConfig
 from kmon.events import Event, decode
 from kmon.stack.local import LocalStack
+from kmon.stack.process import free_port
 from tests.conftest import running_stack
 from tests.support import eventually, partition_state
 
@@ -518,5 +519,47 @@ def test_cli_collects_until_sigterm(stack: LocalStack, tmp_path: Path) -> None:
         assert "snapshot (start):" in text and "received SIGTERM" in text and "stopped" in text
     finally:
         log.close()
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def test_cli_starts_the_collector_again_when_an_abort_kills_it(stack: LocalStack, tmp_path: Path) -> None:
+    """librdkafka can abort the process on an internal assertion (seen in CI): the command's
+    child is started again and the cluster is watched again; SIGTERM still ends it with 0."""
+    assert stack.state
+    port = free_port()
+    log_file = tmp_path / "collector.log"
+    with log_file.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "kmon.cli", "collect", "zk", "--zookeeper", stack.state.zk_connect,
+                                 "--cluster", CLUSTER, "--events-bootstrap-servers", stack.state.bootstrap_servers,
+                                 "--events-topic", f"kmon-events-{uuid.uuid4().hex[:8]}", "--metrics-port", str(port)],
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        eventually(lambda: http_get(f"http://127.0.0.1:{port}/healthz")[0] == 200, 60, "healthy")
+        [first] = _children(proc.pid)
+        os.kill(first, signal.SIGABRT)
+        eventually(lambda: _children(proc.pid) not in ([], [first])
+                   and http_get(f"http://127.0.0.1:{port}/healthz")[0] == 200, 60, "a new collector, healthy")
+        [second] = _children(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        eventually(lambda: not Path(f"/proc/{second}").exists(), 10, "the collector stopped with the command")
+        text = log_file.read_text()
+        assert f"the collector process (pid {first}) died of SIGABRT" in text
+        assert text.count("snapshot (start):") == 2 and "received SIGTERM" in text
+    finally:
         if proc.poll() is None:
             proc.kill()
