@@ -25,7 +25,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartiti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.harness import TopicReader, check_alive, kmon_argv, local_stack, process
-from bench.measure import cpu_seconds, metric_count, metric_sum, rss_mb, wait
+from bench.measure import cpu_seconds, metric_count, metric_sum, rss_mb, tree_cpu_seconds, tree_rss_mb, wait
 from kmon.events import entity_key
 from kmon.stack.process import free_port
 from kmon.stack.toolchain import Toolchain
@@ -76,7 +76,7 @@ def kmon_side(boot: str, n: int, workdir: Path, progress: Callable[[str], None])
             def totals() -> tuple[float, float, float, float]:
                 return (metric_sum(port, "kmon_collector_admin_calls_total", call="list_consumer_groups"),
                         metric_sum(port, "kmon_collector_admin_calls_total"),
-                        metric_sum(port, "kmon_collector_events_total"), cpu_seconds(proc.pid))
+                        metric_sum(port, "kmon_collector_events_total"), tree_cpu_seconds(proc.pid))
 
             def next_cycle_end(previous: float) -> float:
                 wait(lambda: metric_sum(port, "kmon_collector_poll_duration_seconds") != previous, 300,
@@ -89,7 +89,7 @@ def kmon_side(boot: str, n: int, workdir: Path, progress: Callable[[str], None])
                 durations.append(next_cycle_end(durations[-1]))
             lists, calls, events, cpu = totals()
             window = time.perf_counter() - t0
-            rss, peak = rss_mb(proc.pid), rss_mb(proc.pid, "VmHWM")
+            rss, peak = tree_rss_mb(proc.pid), tree_rss_mb(proc.pid, "VmHWM")
     cycles = lists - lists0
     return {"first_picture_s": first_s, "first_events_per_s": first_events / first_s,
             "poll_cycle_s": statistics.median(durations[1:]), "poll_cycle_max_s": max(durations[1:]),

@@ -75,3 +75,12 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time ``pid`` has used so far."""
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of ``pid`` and the processes under it (`kmon collect` runs its collector in a child)."""
+    return sum(cpu_seconds(p) for p in [pid, *descendants(pid)])
+
+
+def tree_rss_mb(pid: int, field: str = "VmRSS") -> float:
+    return sum(rss_mb(p, field) for p in [pid, *descendants(pid)])

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from typing import Iterator
-
-import pandas as pd
+from typing import TYPE_CHECKING, Iterator
 
 from kmon.events import MalformedEvent, decode, parse_json
 from streaming.history import transitions
@@ -123,8 +121,13 @@ def _records(state: str | None) -> tuple[dict[str, str], str | None]:
     return records, None
 
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+
 def step(bucket: tuple[int], frames: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
     """applyInPandasWithState function (update mode, no timeout)."""
+    import pandas as pd   # here: only the executors need it, not every kmon command (130 MB, 0.8 s)
     rows: list[tuple[str, int, int, str | None]] = []
     for frame in frames:  # plain lists: pandas per-row work costs more than the fold itself
         rows.extend(zip(frame["key"].tolist(), frame["partition"].tolist(), frame["offset"].tolist(),

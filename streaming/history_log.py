@@ -25,17 +25,16 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, get_type_hints
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from kmon.history import COLUMNS, Transition, order_key
 
 log = logging.getLogger("kmon.history")
 
 _HINTS = get_type_hints(Transition)
-# cluster is the directory's; every int is an int64 (Parquet readers need no guessing)
-SCHEMA = pa.schema([(c, pa.int64() if int in getattr(_HINTS[c], "__args__", (_HINTS[c],)) else pa.string())
-                    for c in COLUMNS if c != "cluster"])
+# column -> whether it is an int (an int64 in the files; Parquet readers need no guessing); the
+# cluster is the directory's
+_INT: dict[str, bool] = {c: int in getattr(_HINTS[c], "__args__", (_HINTS[c],)) for c in COLUMNS if c != "cluster"}
+# pyarrow is imported where a file is written or read: every kmon command imports this module
+# (through kmon stream's flags), and most of them never touch a file
 
 
 def writer_id(checkpoint: Path) -> str:
@@ -87,7 +86,7 @@ class HistoryLog:
             try:
                 _write(path, sorted(rows, key=order_key))
                 written[cluster] += len(rows)
-            except (OSError, pa.ArrowException) as e:
+            except OSError as e:
                 lost[cluster] += len(rows)
                 log.error("could not write %d transition(s) of %s to the history at %s: %s", len(rows), cluster, path, e)
         if _day(int(self._clock() * 1000)) != self._pruned:
@@ -106,11 +105,21 @@ class HistoryLog:
         self._pruned = today
 
 
+def _schema():
+    import pyarrow as pa
+    return pa.schema([(c, pa.int64() if is_int else pa.string()) for c, is_int in _INT.items()])
+
+
 def _write(path: Path, rows: list[Transition]) -> None:
+    """Raises OSError, also for what pyarrow raises."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist([{c: getattr(t, c) for c in SCHEMA.names} for t in rows], schema=SCHEMA)
     tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
+    try:
+        pq.write_table(pa.Table.from_pylist([{c: getattr(t, c) for c in _INT} for t in rows], schema=_schema()), tmp)
+    except pa.ArrowException as e:
+        raise OSError(str(e)) from e
     os.replace(tmp, path)   # a reader never sees half a file
 
 
@@ -152,12 +161,14 @@ def files(directory: Path, since_ms: int | None = None, until_ms: int | None = N
 
 def read(file: HistoryFile) -> Iterator[Transition]:
     """The rows of one file; raises ValueError naming it when it is not a history file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     try:
         table = pq.read_table(file.path)
     except (OSError, pa.ArrowException) as e:
         raise ValueError(f"{file.path}: not a readable Parquet file ({e})") from None
-    missing = [c for c in SCHEMA.names if c not in table.column_names]
+    missing = [c for c in _INT if c not in table.column_names]
     if missing:
         raise ValueError(f"{file.path}: not a kmon history file (no column {', '.join(missing)})")
-    for row in table.select(SCHEMA.names).to_pylist():
+    for row in table.select(list(_INT)).to_pylist():
         yield Transition(cluster=file.cluster, **row)
