@@ -548,7 +548,8 @@ def test_cli_starts_the_collector_again_when_an_abort_kills_it(stack: LocalStack
                                  "--events-topic", f"kmon-events-{uuid.uuid4().hex[:8]}", "--metrics-port", str(port)],
                                 stdout=out, stderr=subprocess.STDOUT)
     try:
-        eventually(lambda: http_get(f"http://127.0.0.1:{port}/healthz")[0] == 200, 60, "healthy")
+        eventually(lambda: http_get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+                   and "snapshot (start):" in log_file.read_text(), 60, "healthy, its start snapshot out")
         [first] = _children(proc.pid)
         os.kill(first, signal.SIGABRT)
         eventually(lambda: _children(proc.pid) not in ([], [first])
