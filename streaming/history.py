@@ -97,14 +97,15 @@ def _reassignments(prev: TopicState | None, new: TopicState | None, base: dict) 
     moving_before, moving_now = set(prev.adding) | set(prev.removing), set(new.adding) | set(new.removing)
     rows = []
     for p in sorted(moving_now - moving_before):
-        replicas = new.replicas.get(p, ())
-        original = [b for b in replicas if b not in new.adding.get(p, ())]
-        target = [b for b in replicas if b not in new.removing.get(p, ())]
+        target = [b for b in new.replicas.get(p, ()) if b not in new.removing.get(p, ())]
         rows.append(Transition(**base, kind="reassignment_started", topic=new.topic, partition=p,
-                               old=_ids(original), new=_ids(target)))
+                               old=_original(new, p), new=_ids(target)))
     for p in sorted(moving_before - moving_now):
-        replicas = prev.replicas.get(p, ())
-        original = [b for b in replicas if b not in prev.adding.get(p, ())]
         rows.append(Transition(**base, kind="reassignment_finished", topic=new.topic, partition=p,
-                               old=_ids(original), new=_ids(new.replicas.get(p, ()))))
+                               old=_original(prev, p), new=_ids(new.replicas.get(p, ()))))
     return rows
+
+
+def _original(state: TopicState, p: int) -> str:
+    """A moving partition's replicas before the move: its assignment without those being added."""
+    return _ids(b for b in state.replicas.get(p, ()) if b not in state.adding.get(p, ()))
