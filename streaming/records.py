@@ -135,8 +135,8 @@ def _upsert(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Ap
     prev = live.state if live is not None else None
     new = event.data
     if isinstance(new, GroupState) and isinstance(prev, GroupState):
-        if prev.state == "Dead" and 0 <= new.generation < prev.generation:
-            # a Dead group was recreated: its generations restart, as after a delete
+        if 0 <= new.generation < prev.generation and _recreated(prev, new, live):
+            # its generations restart, as after a delete
             live = prev = None
         elif 0 <= new.generation < prev.generation:
             return _touch(live, event), Applied.STALE
@@ -147,6 +147,16 @@ def _upsert(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Ap
     counters = _add(live.counters if live is not None else {}, _increments(event.kind, prev, new))
     return _touch(record or _empty(event), event, kind=event.kind, source=event.source, state=new, counters=counters,
                   state_since_ms=_state_since(prev, new, live, event), deleted=False), Applied.APPLIED
+
+
+def _recreated(prev: GroupState, new: GroupState, live: EntityRecord) -> bool:
+    """A lower generation is a new group of the same name, not a stale record, when the
+    old one was Dead or the new state began (by the coordinator's clock) after the known
+    one: deleted and recreated while the collector did not see the delete."""
+    if prev.state == "Dead":
+        return True
+    return (new.state_since_ms is not None and live.state_since_ms is not None
+            and new.state_since_ms > live.state_since_ms)
 
 
 def _merge_group(prev: GroupState, new: GroupState) -> GroupState:

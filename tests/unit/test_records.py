@@ -205,6 +205,22 @@ def test_dead_group_recreated_restarts_its_generations():
     assert rec.state.generation == 2 and rec.counters == {"rebalances": 1}
 
 
+def test_a_lower_generation_that_began_later_is_a_recreated_group():
+    """Deleted and recreated while no collector saw the delete: the new group's first
+    generation began after everything known of the old one."""
+    rec, outcomes = fold([group_event(9, origin="offsets", state_since_ms=5000, at=5100),
+                          group_event(1, origin="offsets", state_since_ms=9000, at=9100),
+                          group_event(2, origin="offsets", state_since_ms=9500, at=9600)])
+    assert outcomes == [Applied.APPLIED] * 3
+    assert rec.state.generation == 2 and rec.counters == {"rebalances": 1}
+
+
+def test_a_lower_generation_that_began_earlier_is_stale():
+    rec, outcomes = fold([group_event(9, origin="offsets", state_since_ms=5000, at=5100),
+                          group_event(4, origin="offsets", state_since_ms=3000, at=9100)])
+    assert outcomes[-1] == Applied.STALE and rec.state.generation == 9
+
+
 # ------------------------------------------------------------------ snapshot markers
 
 def test_snapshot_markers_count_resyncs_once():
