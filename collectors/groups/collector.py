@@ -44,9 +44,10 @@ class GroupsCollector:
         emitter = Emitter(config.cluster, sink, self.telemetry)
         book = GroupBook()
         self._reader = OffsetsReader(config, book, emitter) if config.read_offsets_topic else None
-        caught_up: Callable[[], bool] = self._reader.caught_up.is_set if self._reader else lambda: False
+        # True once __consumer_offsets has been read to its end (never without the reader)
+        self.caught_up: Callable[[], bool] = self._reader.caught_up.is_set if self._reader else lambda: False
         self._admin = AdminClient(config.client(logger=LibrdkafkaLog(log)))
-        self._poller = AdminPoller(config, self._admin, book, emitter, caught_up)
+        self._poller = AdminPoller(config, self._admin, book, emitter, self.caught_up)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         # librdkafka reconnects silently and a failed poll may be one broker's: a probe of the

@@ -2,6 +2,12 @@
 partition, no group membership, nothing committed) and turns each GroupMetadata record
 into a GroupState event, so every generation is seen even between two polls.
 
+Until a partition has been read to its end once, its records are history the stream may
+already hold: only each group's outcome there (its last state, or its deletion) is emitted,
+at the partition's end. Replaying every old generation would make a restarted collector
+revive a group deleted later in the same log and count its rebalances again (the
+generation steps between the stream's state and the outcome still count).
+
 Offset commits only update the committed offsets lag is computed from (no event per
 commit). Records that cannot be decoded are counted, logged with partition and offset,
 and skipped. The consumer reads committed transactions only (``read_committed``), so an
@@ -35,6 +41,8 @@ class OffsetsReader:
         self._emitter = emitter
         self._last: dict[str, GroupState] = {}   # last state emitted per group: no repeats
         self._at_end: set[int] = set()           # partitions read up to their end once
+        # partition -> group -> its outcome so far in that partition's history (None: deleted)
+        self._catching_up: dict[int, dict[str, GroupState | None]] = {}
         self._partitions = 0
         # set when every partition has been read to its end once: from then on the
         # reader holds every committed offset (the poller stops asking the Admin API)
@@ -91,7 +99,10 @@ class OffsetsReader:
         if error is not None:
             if error.code() == KafkaError._PARTITION_EOF:
                 self._at_end.add(message.partition())
-                if len(self._at_end) >= self._partitions:
+                self._emit_outcomes(message.partition())
+                if len(self._at_end) >= self._partitions and not self.caught_up.is_set():
+                    log.info("read the history of %s to its end: %d groups known; live from here",
+                             OFFSETS_TOPIC, len(self._last))
                     self.caught_up.set()
             else:
                 log.warning("%s: %s", OFFSETS_TOPIC, error)
@@ -102,12 +113,10 @@ class OffsetsReader:
             self._skip(message, "malformed", str(e))
             return
         match record:
-            case GroupMetadata():
-                self._group(record)
-            case GroupTombstone(group=group):
-                self._last.pop(group, None)
-                if self._config.groups(group) and self._book.delete(group):
-                    self._emitter.delete(group)
+            case GroupMetadata() if self._config.groups(record.group):
+                self._outcome(message.partition(), record.group, state_from_metadata(record))
+            case GroupTombstone(group=group) if self._config.groups(group):
+                self._outcome(message.partition(), group, None)
             case OffsetCommit(group=g, topic=t, partition=p, offset=offset):
                 if self._config.groups(g) and self._config.topics(t):
                     self._book.commit(g, (t, p), offset)
@@ -117,13 +126,25 @@ class OffsetsReader:
                 self._skip(message, "unknown", f"record type {version} is not decoded")
             # ConsumerGroupMetadata (KIP-848 epoch only): the Admin API poll reports those groups
 
-    def _group(self, record: GroupMetadata) -> None:
-        if not self._config.groups(record.group):
+    def _outcome(self, partition: int, group: str, state: GroupState | None) -> None:
+        if partition in self._at_end:
+            self._emit(group, state)
+        else:
+            self._catching_up.setdefault(partition, {})[group] = state
+
+    def _emit_outcomes(self, partition: int) -> None:
+        for group, state in self._catching_up.pop(partition, {}).items():
+            self._emit(group, state)
+
+    def _emit(self, group: str, state: GroupState | None) -> None:
+        if state is None:
+            self._last.pop(group, None)
+            if self._book.delete(group):
+                self._emitter.delete(group)
             return
-        state = state_from_metadata(record)
-        self._book.revive(record.group)
-        if self._last.get(record.group) != state:
-            self._last[record.group] = state
+        self._book.revive(group)
+        if self._last.get(group) != state:
+            self._last[group] = state
             self._emitter.upsert(state)
 
     def _skip(self, message: Message, kind: str, reason: str) -> None:

@@ -92,6 +92,8 @@ class Scenario:
                               groups=NameFilter(include=self.group), **settings)
         self._collectors.append(GroupsCollector(config, self.recorder))
         self._collectors[-1].start()
+        if config.read_offsets_topic:  # the history read first, so each new generation is live
+            eventually(self._collectors[-1].caught_up, 60, "__consumer_offsets read to its end")
 
     def join(self, name: str, **conf: Any) -> None:
         self.members[name] = Member(self.bootstrap, self.group, self.topic, name, **conf)

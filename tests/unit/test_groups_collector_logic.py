@@ -255,9 +255,13 @@ def metadata_record(record: GroupMetadata) -> Record:
     return Record(group_key(record.group), group_value(record))
 
 
+EOF = KafkaError(KafkaError._PARTITION_EOF)
+
+
 def test_each_generation_is_one_event_and_a_tombstone_one_delete() -> None:
     offsets, _, sink, telemetry = reader()
     record = sample_group(3)
+    offsets.handle(Record(None, None, error_=EOF))  # type: ignore[arg-type]
     for message in (metadata_record(record), metadata_record(record),
                     metadata_record(replace(record, generation=43)),
                     Record(group_key("orders-app"), None), Record(group_key("orders-app"), None)):
@@ -266,6 +270,25 @@ def test_each_generation_is_one_event_and_a_tombstone_one_delete() -> None:
         ("upsert", 42), ("upsert", 43), ("delete", None)]
     assert sink.events[0].entity == "group:orders-app" and sink.events[0].source == "groups"
     assert sample(telemetry, "kmon_collector_events_total", kind="group") == 3
+
+
+def test_history_before_a_partitions_end_emits_each_groups_outcome_only() -> None:
+    """A restarted collector re-reads the log: a group deleted later in it stays deleted,
+    and a live one jumps to its last generation (the stream counts the steps)."""
+    offsets, _, sink, _ = reader()
+    offsets._partitions = 2
+    gone, live = sample_group(3), replace(sample_group(3), group="billing")
+    for message in (metadata_record(gone), metadata_record(replace(gone, generation=43)),
+                    Record(group_key(gone.group), None),
+                    metadata_record(live), metadata_record(replace(live, generation=44))):
+        offsets.handle(message)  # type: ignore[arg-type]
+    offsets.handle(Record(None, None, error_=EOF, partition_=1))  # type: ignore[arg-type]
+    assert sink.events == []                    # partition 0 is not read to its end yet
+    offsets.handle(Record(None, None, error_=EOF, partition_=0))  # type: ignore[arg-type]
+    assert [(e.entity, e.op, e.data and e.data.generation) for e in sink.events] == [
+        ("group:orders-app", "delete", None), ("group:billing", "upsert", 44)]
+    offsets.handle(metadata_record(replace(live, generation=45)))  # type: ignore[arg-type]
+    assert sink.events[-1].data.generation == 45   # live from here on: every generation
 
 
 def test_commits_update_the_book_without_events() -> None:
@@ -280,6 +303,7 @@ def test_commits_update_the_book_without_events() -> None:
 
 def test_filtered_groups_are_ignored() -> None:
     offsets, _, sink, _ = reader(groups=NameFilter(exclude="orders-.*"))
+    offsets.handle(Record(None, None, error_=EOF))  # type: ignore[arg-type]
     offsets.handle(metadata_record(sample_group(2)))  # type: ignore[arg-type]
     assert sink.events == []
 
@@ -292,6 +316,7 @@ def test_filtered_groups_are_ignored() -> None:
 ])
 def test_bad_records_are_counted_and_skipped(key: bytes | None, value: bytes, kind: str) -> None:
     offsets, _, sink, telemetry = reader()
+    offsets.handle(Record(None, None, error_=EOF))  # type: ignore[arg-type]
     offsets.handle(Record(key, value, offset_=17))  # type: ignore[arg-type]
     offsets.handle(metadata_record(sample_group(4)))  # type: ignore[arg-type]
     assert sample(telemetry, "kmon_collector_malformed_total", kind=kind) == 1
@@ -301,10 +326,9 @@ def test_bad_records_are_counted_and_skipped(key: bytes | None, value: bytes, ki
 def test_end_of_every_partition_means_caught_up() -> None:
     offsets, _, _, _ = reader()
     offsets._partitions = 2
-    eof = KafkaError(KafkaError._PARTITION_EOF)
-    offsets.handle(Record(None, None, error_=eof, partition_=0))  # type: ignore[arg-type]
+    offsets.handle(Record(None, None, error_=EOF, partition_=0))  # type: ignore[arg-type]
     assert not offsets.caught_up.is_set()
-    offsets.handle(Record(None, None, error_=eof, partition_=1))  # type: ignore[arg-type]
+    offsets.handle(Record(None, None, error_=EOF, partition_=1))  # type: ignore[arg-type]
     assert offsets.caught_up.is_set()
 
 
