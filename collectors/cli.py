@@ -4,16 +4,19 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import os
 import re
 import threading
+from pathlib import Path
 
 from collectors.groups.cli import add_groups_flags, groups_config
-from collectors.groups.collector import GroupsCollector
+from collectors.groups.collector import GroupsCollector, GroupsConfig
 from collectors.publisher import PublisherConfig
 from collectors.runner import Running, running
 from collectors.supervise import supervised
 from collectors.zk.collector import ZkCollector, ZkCollectorConfig
 from kmon import config
+from kmon.client_config import ZK_ENV_PREFIX, ClientConfigError, KafkaClientProperties, ZooKeeperClientProperties
 from kmon.signals import stop_on_signals
 from kmon.reachability import watch
 
@@ -34,6 +37,10 @@ def add_collect_parser(subparsers: argparse._SubParsersAction) -> None:
                                         "with a full snapshot on start and after every reconnect.")
     config.flag(zk, "--zookeeper", type=zk_connect, metavar="HOST:PORT[,HOST:PORT][/chroot]",
                 help="the cluster's zookeeper.connect (required)")
+    config.flag(zk, "--zk-client-config", type=config.readable_file, metavar="FILE",
+                help="ZooKeeper client properties as Kafka names them (zookeeper.ssl.*), plus "
+                     "zookeeper.sasl.jaas.config and zookeeper.auth=digest:user:password; "
+                     f"each can also be set as {ZK_ENV_PREFIX}<KEY>")
     _output_flags(zk)
     zk.set_defaults(handler=functools.partial(cmd_collect_zk, zk))
 
@@ -54,6 +61,9 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
                 help="Kafka cluster holding the events topic (required)")
     config.flag(p, "--events-topic", default=PublisherConfig.topic, type=topic_name,
                 help="events topic; created compacted if missing")
+    config.flag(p, "--events-command-config", type=config.readable_file, metavar="FILE",
+                help="Kafka client properties for the events cluster (security.protocol, sasl.*, ssl.*), "
+                     "as the Kafka tools' --command-config; each can also be set as KMON_EVENTS_KAFKA_<KEY>")
     config.flag(p, "--metrics-port", default=0, type=config.port,
                 help="port of /metrics and /healthz (0 = a free port, logged at start)")
     config.flag(p, "--buffer-size", default=PublisherConfig.buffer_size, type=config.positive_int,
@@ -94,23 +104,38 @@ def _require(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: 
         parser.error(f"missing {', '.join(missing)}")
 
 
-def _events(args: argparse.Namespace) -> PublisherConfig:
+def _events(parser: argparse.ArgumentParser, args: argparse.Namespace) -> PublisherConfig:
+    client = kafka_client(parser, "events", args.events_command_config)
     return PublisherConfig(bootstrap_servers=args.events_bootstrap_servers, topic=args.events_topic,
-                           buffer_size=args.buffer_size)
+                           buffer_size=args.buffer_size, client=client.librdkafka())
+
+
+def kafka_client(parser: argparse.ArgumentParser, role: str, path: Path | None) -> KafkaClientProperties:
+    """One cluster's client properties; a bad file or setting ends the command with one line naming it."""
+    try:
+        client = KafkaClientProperties.load(role, path, os.environ)
+    except ClientConfigError as e:
+        parser.error(str(e))
+    unused = client.unused_by_librdkafka()
+    if unused:
+        log.info("%s cluster client properties kmon's librdkafka clients do not use: %s", role, ", ".join(unused))
+    return client
 
 
 def cmd_collect_groups(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     _require(parser, args, "bootstrap_servers", "cluster", "events_bootstrap_servers")
-    return supervised(args.argv, lambda: _collect_groups(args))
+    monitored = kafka_client(parser, "monitored", args.command_config)
+    groups, events = groups_config(args, monitored.librdkafka()), _events(parser, args)
+    return supervised(args.argv, lambda: _collect_groups(groups, events, monitored, args))
 
 
-def _collect_groups(args: argparse.Namespace) -> int:
-    groups, events = groups_config(args), _events(args)
+def _collect_groups(groups: GroupsConfig, events: PublisherConfig, monitored: KafkaClientProperties,
+                    args: argparse.Namespace) -> int:
     with running(groups.cluster, lambda pub, tel: GroupsCollector(groups, pub, tel), events,
                  args.metrics_port) as collector:
-        log.info("collecting consumer groups of cluster %r from %s into %s on %s; metrics on port %d; "
-                 "SIGTERM or Ctrl-C stops", groups.cluster, groups.bootstrap_servers, events.topic,
-                 events.bootstrap_servers, collector.metrics_port)
+        log.info("collecting consumer groups of cluster %r from %s (%s) into %s on %s; metrics on port %d; "
+                 "SIGTERM or Ctrl-C stops", groups.cluster, groups.bootstrap_servers, monitored.describe(),
+                 events.topic, events.bootstrap_servers, collector.metrics_port)
         code = _until_signal(collector, args.startup_timeout)
     log.info("stopped")
     return code
@@ -118,17 +143,21 @@ def _collect_groups(args: argparse.Namespace) -> int:
 
 def cmd_collect_zk(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     _require(parser, args, "zookeeper", "cluster", "events_bootstrap_servers")
-    return supervised(args.argv, lambda: _collect_zk(args))
-
-
-def _collect_zk(args: argparse.Namespace) -> int:
     hosts, chroot = args.zookeeper
-    zk = ZkCollectorConfig(hosts=hosts, chroot=chroot, cluster=args.cluster)
-    events = _events(args)
+    try:
+        client = ZooKeeperClientProperties.load(args.zk_client_config, os.environ)
+    except ClientConfigError as e:
+        parser.error(str(e))
+    zk = ZkCollectorConfig(hosts=hosts, chroot=chroot, cluster=args.cluster, client=client.kazoo())
+    events = _events(parser, args)
+    return supervised(args.argv, lambda: _collect_zk(zk, events, client.describe(), args))
+
+
+def _collect_zk(zk: ZkCollectorConfig, events: PublisherConfig, security: str, args: argparse.Namespace) -> int:
     with running(zk.cluster, lambda pub, tel: ZkCollector(zk, pub, tel), events, args.metrics_port) as collector:
-        log.info("collecting cluster %r from ZooKeeper %s%s into %s on %s; metrics on port %d; "
-                 "SIGTERM or Ctrl-C stops", zk.cluster, hosts, chroot or "", events.topic, events.bootstrap_servers,
-                 collector.metrics_port)
+        log.info("collecting cluster %r from ZooKeeper %s%s (%s) into %s on %s; metrics on port %d; "
+                 "SIGTERM or Ctrl-C stops", zk.cluster, zk.hosts, zk.chroot or "", security, events.topic,
+                 events.bootstrap_servers, collector.metrics_port)
         code = _until_signal(collector, args.startup_timeout)
     log.info("stopped")
     return code

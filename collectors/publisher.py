@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -78,6 +78,7 @@ class PublisherConfig:
     unhealthy_after_s: float = 60  # /healthz fails when an event has waited longer than this
     stall_s: float = 5             # no delivery for this long: the cluster is away, a full buffer drops
     topic_settings: TopicSettings = field(default_factory=TopicSettings)
+    client: Mapping[str, str] = field(default_factory=dict)   # librdkafka security settings (TLS, SASL)
 
 
 class Publisher:
@@ -201,6 +202,7 @@ class Publisher:
     def _producer(self) -> Producer:
         return Producer({
             "bootstrap.servers": self.config.bootstrap_servers,
+            **self.config.client,
             "enable.idempotence": True,
             "acks": "all",
             "message.timeout.ms": 0,   # never give up: librdkafka retries in order, we report the wait
@@ -273,7 +275,9 @@ class Publisher:
         self._last_error = str(err)
         if err.fatal():
             self._fatal = err
-        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+        if err.code() == KafkaError._AUTHENTICATION:
+            self.reachability.refused(err.str())
+        elif err.code() == KafkaError._ALL_BROKERS_DOWN:
             if not self.reachability.out_of_reach:   # the next errors say why better than "1/1 brokers are down"
                 self.reachability.failed(err.str())
         elif self.reachability.out_of_reach:   # its own line will say it
@@ -284,12 +288,15 @@ class Publisher:
 
     def _reason(self, err: KafkaError) -> None:
         """The topic check's error callback: why the events bootstrap does not answer."""
-        if err.code() != KafkaError._ALL_BROKERS_DOWN:
+        if err.code() == KafkaError._AUTHENTICATION:
+            self.reachability.refused(err.str())
+        elif err.code() != KafkaError._ALL_BROKERS_DOWN:
             self.reachability.explain(err.str())
 
     def _ensure_topic(self) -> bool:
         """Create the events topic if missing, retrying until it works or close() is called."""
-        admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers, "logger": LibrdkafkaLog(log),
+        admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers, **self.config.client,
+                             "logger": LibrdkafkaLog(log),
                              "error_cb": self._reason})
         while not self._closing.is_set():
             try:

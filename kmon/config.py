@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 from typing import Any, Callable
 
 
@@ -84,6 +85,17 @@ def port(text: str) -> int:
     if value > 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
     return value
+
+
+def readable_file(text: str) -> Path:
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a file")
+    try:
+        path.open("rb").close()
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} cannot be read: {e.strerror or e}") from None
+    return path
 
 
 def chroot(text: str) -> str:

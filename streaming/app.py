@@ -14,8 +14,9 @@ import re
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from py4j.protocol import Py4JError
 
@@ -56,6 +57,8 @@ class StreamConfig:
     history_dir: Path | None = None    # None: <checkpoint>/history
     history_retention_days: int = 7
     spark_jars: tuple[str, ...] = ()
+    # the events cluster's client properties (security.protocol, sasl.*, ssl.*) as Java names them
+    kafka_client: Mapping[str, str] = field(default_factory=dict)
 
 
 class StreamApp:
@@ -147,6 +150,8 @@ def _session(cfg: StreamConfig):
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",  # progress bars would fill the log file
         "spark.sql.session.timeZone": "UTC",
+        # Spark's default hides passwords and tokens in logs and the UI, not sasl.jaas.config
+        "spark.redaction.regex": "(?i)secret|password|token|access[.]key|jaas",
         # the workers are this interpreter, with kmon importable (see the module)
         "spark.python.daemon.module": pydaemon.MODULE if _in_process(cfg) else "",
     }.items():
@@ -211,6 +216,7 @@ def kafka_source_options(cfg: StreamConfig) -> dict[str, str]:
         "fetchOffset.retryIntervalMs": str(int(OFFSET_RETRY_INTERVAL_S * 1000)),
         # the executors' reads of a one-event range waited out the broker's default 500 ms
         "kafka.fetch.max.wait.ms": "10",
+        **{f"kafka.{k}": v for k, v in cfg.kafka_client.items()},
     }
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import get_args
 
 from kmon import config
+from kmon.client_config import ClientConfigError, KafkaClientProperties
 from kmon.signals import stop_on_signals
 from kmon.stack.toolchain import find_toolchain
 from streaming.app import StreamApp, StreamConfig, run_until
@@ -23,6 +24,10 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
     config.flag(p, "--bootstrap-servers", type=config.host_port_list,
                 help="Kafka cluster holding the events topic (required)")
     config.flag(p, "--events-topic", default=StreamConfig.events_topic, help="events topic")
+    config.flag(p, "--events-command-config", type=config.readable_file, metavar="FILE",
+                help="Kafka client properties for the events cluster (security.protocol, sasl.*, ssl.*), "
+                     "as the Kafka tools' --command-config, given to Spark's Kafka source; each can also be "
+                     "set as KMON_EVENTS_KAFKA_<KEY>")
     config.flag(p, "--checkpoint", default=StreamConfig.checkpoint, type=Path,
                 help="checkpoint directory (Spark state + the views' record log)")
     config.flag(p, "--history-dir", type=Path, metavar="DIR",
@@ -57,6 +62,10 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
     # Under spark-submit (which starts Python with a gateway to its JVM) the master and
     # the jars are spark-submit's: --master and --jars there.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    try:
+        client = KafkaClientProperties.load("events", args.events_command_config, os.environ)
+    except ClientConfigError as e:
+        raise SystemExit(f"kmon stream: {e}") from None
     return StreamConfig(
         bootstrap_servers=args.bootstrap_servers, events_topic=args.events_topic,
         checkpoint=args.checkpoint, metrics_host=args.metrics_host, metrics_port=args.metrics_port,
@@ -66,7 +75,8 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
         startup_timeout_s=args.startup_timeout,
         history_dir=args.history_dir, history_retention_days=args.history_retention_days,
         views=ViewOptions(detail=args.partition_detail, default_min_isr=args.default_min_isr),
-        spark_jars=() if submitted else tuple(find_toolchain().spark_jar_list()))
+        spark_jars=() if submitted else tuple(find_toolchain().spark_jar_list()),
+        kafka_client=dict(client.properties))
 
 
 def cmd_stream(args: argparse.Namespace) -> int:

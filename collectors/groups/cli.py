@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from typing import Mapping
 
 from collectors.groups.collector import GroupsConfig, NameFilter
 from kmon import config
@@ -17,6 +18,9 @@ _DEFAULTS = GroupsConfig(bootstrap_servers="-", cluster="-")
 def add_groups_flags(parser: argparse.ArgumentParser) -> None:
     config.flag(parser, "--bootstrap-servers", type=config.host_port_list, metavar="HOST:PORT[,...]",
                 help="the monitored cluster's brokers (required)")
+    config.flag(parser, "--command-config", type=config.readable_file, metavar="FILE",
+                help="Kafka client properties for the monitored cluster (security.protocol, sasl.*, ssl.*), "
+                     "as the Kafka tools' --command-config; each can also be set as KMON_MONITORED_KAFKA_<KEY>")
     config.flag(parser, "--poll-interval", default=_DEFAULTS.poll_interval_s, type=config.positive_float,
                 metavar="SECONDS", help="Admin API poll: live group state and end-offset samples")
     config.flag(parser, "--lag-interval", default=_DEFAULTS.lag_interval_s, type=config.positive_float,
@@ -37,7 +41,7 @@ def add_groups_flags(parser: argparse.ArgumentParser) -> None:
     config.switch(parser, "--admin-only", help="do not read __consumer_offsets (no exact rebalance history)")
 
 
-def groups_config(args: argparse.Namespace) -> GroupsConfig:
+def groups_config(args: argparse.Namespace, client: Mapping[str, str]) -> GroupsConfig:
     return GroupsConfig(
         bootstrap_servers=args.bootstrap_servers, cluster=args.cluster,
         poll_interval_s=args.poll_interval, lag_interval_s=args.lag_interval,
@@ -45,7 +49,7 @@ def groups_config(args: argparse.Namespace) -> GroupsConfig:
         topics=NameFilter(args.include_topics, args.exclude_topics),
         describe_batch_size=args.describe_batch_size, concurrency=args.admin_concurrency,
         request_timeout_s=args.request_timeout, offsets_start=args.offsets_start,
-        read_offsets_topic=not args.admin_only)
+        read_offsets_topic=not args.admin_only, client_config=client)
 
 
 def regex(text: str) -> str:

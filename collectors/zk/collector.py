@@ -18,6 +18,7 @@ Two halves:
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import enum
 import json
@@ -27,7 +28,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
@@ -35,7 +36,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
-from collectors.client_logs import KazooLog
+from collectors.client_logs import KazooLog, kazoo_login
 from collectors.publisher import Publisher
 from collectors.telemetry import Telemetry
 from collectors.zk.znodes import (
@@ -416,6 +417,7 @@ class ZkCollectorConfig:
     cluster: str                    # the name events are keyed by: <cluster>/<entity>
     chroot: str = ""                # Kafka's zookeeper.connect chroot, e.g. /kafka
     session_timeout_s: float = 10.0
+    client: Mapping[str, Any] = field(default_factory=dict)   # KazooClient's TLS/SASL/auth arguments
 
 
 @dataclass(frozen=True)
@@ -435,7 +437,8 @@ class ZkCollector:
                                          f"retrying every {_RECONNECT['max_delay']:g} s", log)
         self._client = KazooClient(hosts=config.hosts, timeout=config.session_timeout_s,
                                    connection_retry=KazooRetry(**_RECONNECT),
-                                   logger=KazooLog(log, self.reachability))
+                                   logger=KazooLog(log, self.reachability, kazoo_login(config.client)),
+                                   **copy.deepcopy(dict(config.client)))
         self._queue: queue.SimpleQueue[str | _Resync | None] = queue.SimpleQueue()
         self._watched: set[tuple[str, str]] = set()   # (path, "data" | "child") armed on the server
         self._ever_connected = False
