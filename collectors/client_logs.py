@@ -8,9 +8,29 @@ the libraries' lines again.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable, Mapping
+
+from confluent_kafka import KafkaError
 
 from kmon.reachability import Reachability
+
+
+def refusals(reach: Reachability) -> Callable[[KafkaError], None]:
+    """An ``error_cb`` for a librdkafka client: failed authentication ends the command
+    (librdkafka would retry the same credentials for ever); other errors are the logger's."""
+    def error_cb(err: KafkaError) -> None:
+        if err.code() == KafkaError._AUTHENTICATION:
+            reach.refused(err.str())
+    return error_cb
+
+
+def kazoo_login(client: Mapping[str, Any]) -> str:
+    """How a KazooClient with these arguments logs in, for messages (never a secret)."""
+    sasl = client.get("sasl_options")
+    if sasl:
+        user = sasl.get("username") or sasl.get("principal")
+        return f"SASL {sasl['mechanism']}" + (f" as {user!r}" if user else "")
+    return "no SASL login"
 
 
 class LibrdkafkaLog:
@@ -28,11 +48,16 @@ class KazooLog(logging.LoggerAdapter):
     """The ``logger`` of a KazooClient: below error, at debug (lower levels stay lower); a
     warning is a failed connection attempt, whose text explains why ``reach`` is out of reach."""
 
-    def __init__(self, logger: logging.Logger, reach: Reachability) -> None:
+    def __init__(self, logger: logging.Logger, reach: Reachability, login: str = "no SASL login") -> None:
         super().__init__(logger, {})
         self._reach = reach
+        self._login = login
 
     def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
         if level == logging.WARNING:
-            self._reach.explain(str(msg) % args if args else str(msg))
+            text = str(msg) % args if args else str(msg)
+            if text.startswith("AUTH_FAILED"):   # kazoo stops connecting: the login was refused
+                self._reach.refused(f"{self._login}: {text}")
+            else:
+                self._reach.explain(text)
         super().log(level if level >= logging.ERROR else min(level, logging.DEBUG), msg, *args, **kwargs)

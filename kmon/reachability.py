@@ -31,6 +31,10 @@ def unreachable_line(role: str, address: str, waited: float, error: str | None, 
     return f"cannot reach the {role} {address} for {waited:.0f} s ({error or 'no answer yet'}); {then}"
 
 
+def refused_line(role: str, address: str, error: str) -> str:
+    return f"the {role} {address} refused kmon's credentials ({error}); exiting: retrying cannot fix them"
+
+
 def reached_line(role: str, address: str, waited: float) -> str:
     return f"reached the {role} {address} after {waited:.0f} s"
 
@@ -62,6 +66,7 @@ class Reachability:
         self._error: str | None = None
         self._said_at: float | None = None   # when this outage's line was last logged
         self._ever_reached = False
+        self._refused: str | None = None
 
     @property
     def ever_reached(self) -> bool:
@@ -86,6 +91,11 @@ class Reachability:
             if self._down_since is None:
                 self._down_since = self._clock()
             self._error = error
+
+    def refused(self, error: str) -> None:
+        """The address answered but rejected kmon's credentials: ``check`` gives up at once."""
+        with self._lock:
+            self._refused = self._refused or error
 
     def explain(self, error: str) -> None:
         """A better reason while out of reach; no news while reached (one failed attempt
@@ -113,10 +123,14 @@ class Reachability:
 
     def check(self, startup_timeout: float = 0) -> bool:
         """Log the unreachable line when due; False (after logging why) once ``startup_timeout``
-        (0: none) passed since the start without the address ever being reached."""
+        (0: none) passed since the start without the address ever being reached, or once the
+        address refused kmon's credentials."""
         with self._lock:
             now = self._clock()
-            if not self._ever_reached and 0 < startup_timeout <= now - self._started:
+            if self._refused is not None:
+                gave_up = refused_line(self.role, self.address, self._refused)
+                due = None
+            elif not self._ever_reached and 0 < startup_timeout <= now - self._started:
                 gave_up = gave_up_line(self.role, self.address, startup_timeout, self._error)
                 due = None
             else:

@@ -23,7 +23,7 @@ from typing import Callable
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from collectors.client_logs import LibrdkafkaLog
+from collectors.client_logs import LibrdkafkaLog, refusals
 from collectors.groups.admin_poll import AdminPoller
 from collectors.groups.book import GroupBook
 from collectors.groups.config import GroupsConfig, NameFilter
@@ -43,17 +43,18 @@ class GroupsCollector:
         self.telemetry = telemetry if telemetry is not None else Telemetry(config.cluster)
         emitter = Emitter(config.cluster, sink, self.telemetry)
         book = GroupBook()
-        self._reader = OffsetsReader(config, book, emitter) if config.read_offsets_topic else None
-        # True once __consumer_offsets has been read to its end (never without the reader)
-        self.caught_up: Callable[[], bool] = self._reader.caught_up.is_set if self._reader else lambda: False
-        self._admin = AdminClient(config.client(logger=LibrdkafkaLog(log)))
-        self._poller = AdminPoller(config, self._admin, book, emitter, self.caught_up)
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
         # librdkafka reconnects silently and a failed poll may be one broker's: a probe of the
         # bootstrap addresses tells whether the cluster is out of reach
         self.reachability = Reachability(MONITORED_BOOTSTRAP, config.bootstrap_servers,
                                          f"polling again every {config.poll_interval_s:g} s", log)
+        error_cb = refusals(self.reachability)
+        self._reader = OffsetsReader(config, book, emitter, error_cb) if config.read_offsets_topic else None
+        # True once __consumer_offsets has been read to its end (never without the reader)
+        self.caught_up: Callable[[], bool] = self._reader.caught_up.is_set if self._reader else lambda: False
+        self._admin = AdminClient(config.client(logger=LibrdkafkaLog(log), error_cb=error_cb))
+        self._poller = AdminPoller(config, self._admin, book, emitter, self.caught_up)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
         self._probe_loop = functools.partial(keep_probing, self.reachability,
                                              functools.partial(tcp_probe, config.bootstrap_servers))
 

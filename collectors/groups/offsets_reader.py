@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, Message, TopicPartition
 
@@ -35,8 +36,10 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class OffsetsReader:
-    def __init__(self, config: GroupsConfig, book: GroupBook, emitter: Emitter) -> None:
+    def __init__(self, config: GroupsConfig, book: GroupBook, emitter: Emitter,
+                 error_cb: Callable[[KafkaError], None] | None = None) -> None:
         self._config = config
+        self._error_cb = error_cb
         self._book = book
         self._emitter = emitter
         self._last: dict[str, GroupState] = {}   # last state emitted per group: no repeats
@@ -57,6 +60,7 @@ class OffsetsReader:
             "enable.partition.eof": True,     # tells when the history has been read
             "isolation.level": "read_committed",
             "logger": LibrdkafkaLog(log),
+            **({"error_cb": self._error_cb} if self._error_cb else {}),
         }))
         try:
             if self._assign(consumer, stop):

@@ -226,3 +226,27 @@ def test_startup_timeout_flag_values() -> None:
     for bad in ("-1", "soon", "nan"):
         with pytest.raises(argparse.ArgumentTypeError):
             non_negative_float(bad)
+
+
+def test_refused_credentials_end_the_wait_at_once_with_one_line(clock: Clock, lines: Lines) -> None:
+    r = reach(clock, MONITORED_ZOOKEEPER, "z:2181")
+    kazoo = KazooLog(logging.getLogger(LOGGER), r, "SASL DIGEST-MD5 as 'kmon'")
+    kazoo.warning("AUTH_FAILED closing: %s", "Connection dropped in SASL")
+    r.refused("a second reason is not news")
+    assert r.check(startup_timeout=0) is False
+    assert lines()[-1] == (logging.ERROR, "the monitored ZooKeeper z:2181 refused kmon's credentials (SASL DIGEST-MD5 "
+                                          "as 'kmon': AUTH_FAILED closing: Connection dropped in SASL); exiting: "
+                                          "retrying cannot fix them")
+
+
+def test_librdkafka_authentication_errors_refuse_and_others_do_not(clock: Clock) -> None:
+    from confluent_kafka import KafkaError
+
+    from collectors.client_logs import refusals
+    r = reach(clock)
+    error_cb = refusals(r)
+    error_cb(KafkaError(KafkaError._TRANSPORT, "Connection refused"))
+    assert r.check() is True
+    error_cb(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: invalid credentials with "
+                                                    "SASL mechanism SCRAM-SHA-512"))
+    assert r.check() is False
