@@ -22,6 +22,8 @@ command -v prometheus >/dev/null || need_pkgs+=(prometheus)
 command -v promtool >/dev/null || need_pkgs+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || need_pkgs+=(prometheus-alertmanager)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
+command -v systemd-analyze >/dev/null || need_pkgs+=(systemd)      # checks deploy/systemd (tests)
+command -v openssl >/dev/null || need_pkgs+=(openssl)              # certificates of `kmon stack up --secure`
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   say "installing Debian packages: ${need_pkgs[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
