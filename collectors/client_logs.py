@@ -8,6 +8,8 @@ the libraries' lines again.
 from __future__ import annotations
 
 import logging
+import sys
+from types import TracebackType
 from typing import Any, Callable, Mapping
 
 from confluent_kafka import KafkaError
@@ -31,6 +33,14 @@ def kazoo_login(client: Mapping[str, Any]) -> str:
         user = sasl.get("username") or sasl.get("principal")
         return f"SASL {sasl['mechanism']}" + (f" as {user!r}" if user else "")
     return "no SASL login"
+
+
+def _in_sasl_login(tb: TracebackType | None) -> bool:
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "_authenticate_with_sasl":
+            return True
+        tb = tb.tb_next
+    return False
 
 
 class LibrdkafkaLog:
@@ -60,4 +70,9 @@ class KazooLog(logging.LoggerAdapter):
                 self._reach.refused(f"{self._login}: {text}")
             else:
                 self._reach.explain(text)
+        elif level >= logging.ERROR and kwargs.get("exc_info") and _in_sasl_login(sys.exc_info()[2]):
+            # an error code kazoo does not know (ZooKeeper's "SASL required" ones) kills its
+            # connection thread instead of ending in AUTH_FAILED: the login was refused all the same
+            self._reach.refused(f"{self._login}: ZooKeeper ended the login with {sys.exc_info()[1]!r}")
+            level = logging.DEBUG
         super().log(level if level >= logging.ERROR else min(level, logging.DEBUG), msg, *args, **kwargs)

@@ -273,7 +273,9 @@ class ZooKeeperClientProperties:
     def describe(self) -> str:
         parts = ["TLS" if self._tls() else "plaintext"]
         if "zookeeper.sasl.jaas.config" in self.properties:
-            parts.append(f"SASL {self._sasl()['mechanism']}")
+            sasl = self._sasl()
+            who = sasl.get("username") or sasl.get("principal")
+            parts.append(f"SASL {sasl['mechanism']}" + (f" as {who!r}" if who else ""))
         if "zookeeper.auth" in self.properties:
             parts.append(f"auth {self.properties['zookeeper.auth'].split(':', 1)[0]}")
         return ", ".join(parts)

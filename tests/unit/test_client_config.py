@@ -117,7 +117,7 @@ def test_zookeeper_tls_sasl_and_digest(tmp_path: Path) -> None:
         "use_ssl": True, "ca": "/ca.pem", "certfile": "/me.pem", "keyfile": "/me.pem", "keyfile_password": "kp",
         "verify_certs": True, "sasl_options": {"mechanism": "DIGEST-MD5", "username": "kmon", "password": "pw"},
         "auth_data": [("digest", "kmon:pw")]}
-    assert client.describe() == "TLS, SASL DIGEST-MD5, auth digest"
+    assert client.describe() == "TLS, SASL DIGEST-MD5 as 'kmon', auth digest"
     assert ZooKeeperClientProperties.load(None, {}).kazoo() == {}
 
 

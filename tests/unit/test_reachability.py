@@ -239,6 +239,22 @@ def test_refused_credentials_end_the_wait_at_once_with_one_line(clock: Clock, li
                                           "retrying cannot fix them")
 
 
+def test_a_sasl_login_that_kills_kazoos_connection_thread_is_a_refusal(clock: Clock) -> None:
+    r = reach(clock, MONITORED_ZOOKEEPER, "z:2181")
+    kazoo = KazooLog(logging.getLogger(LOGGER), r, "SASL DIGEST-MD5 as 'kmon'")
+
+    def _authenticate_with_sasl() -> None:   # named as kazoo's frame is
+        raise RuntimeError("Invalid error code")
+
+    for fails in (lambda: (_ for _ in ()).throw(RuntimeError("elsewhere")), _authenticate_with_sasl):
+        try:
+            fails()
+        except RuntimeError:
+            kazoo.exception("Unhandled exception in connection loop")
+        refused = r.check(startup_timeout=0) is False
+        assert refused == (fails is _authenticate_with_sasl)
+
+
 def test_librdkafka_authentication_errors_refuse_and_others_do_not(clock: Clock) -> None:
     from confluent_kafka import KafkaError
 
