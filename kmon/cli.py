@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
 from pathlib import Path
 
 from kmon import config
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.log_level != "debug":
         for handler in logging.getLogger().handlers:
             handler.addFilter(_py4j_root_chatter)
+    threading.excepthook = _thread_died
     try:
         return args.handler(args)
     except (StackError, MissingTool, TimeoutError) as e:
@@ -35,6 +37,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _thread_died(died: threading.ExceptHookArgs) -> None:
+    """A library thread that dies (kazoo's connection thread on a login it cannot parse) says so
+    in one line; its stack trace is for --log-level debug."""
+    if died.exc_type is SystemExit:
+        return
+    log.error("thread %s ended by %s: %s", died.thread.name if died.thread else "?", died.exc_type.__name__,
+              died.exc_value)
+    log.debug("the thread's stack", exc_info=(died.exc_type, died.exc_value, died.exc_traceback))
 
 
 def _py4j_root_chatter(record: logging.LogRecord) -> bool:
@@ -104,12 +116,17 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
     config.switch(p, "--no-events-cluster",
                   help="no separate events cluster: kmon's events travel on the monitored cluster, so kmon "
                        "slows down or goes blind exactly when that cluster fails (for comparisons)")
+    config.switch(p, "--secure",
+                  help="secure the monitored cluster as production clusters are: brokers on SASL_SSL (SCRAM "
+                       "users, a CA and certificates made at start), ZooKeeper requiring SASL logins and "
+                       "holding Kafka's znodes with ACLs; kmon's client properties are written to <dir>/secure")
 
 
 def _request(args: argparse.Namespace) -> StackRequest:
     return StackRequest(brokers=args.brokers, chroot=args.chroot, fast=args.fast,
                         prometheus=not args.no_prometheus, zk_port=args.zookeeper_port,
-                        first_broker_port=args.broker_port, events_cluster=not args.no_events_cluster)
+                        first_broker_port=args.broker_port, events_cluster=not args.no_events_cluster,
+                        secure=args.secure)
 
 
 def describe(state: StackState) -> str:
@@ -118,6 +135,8 @@ def describe(state: StackState) -> str:
              "  monitored cluster (Kafka in ZooKeeper mode)",
              f"    zookeeper        {state.zk_connect}",
              f"    bootstrap        {state.bootstrap_servers}",
+             *([f"    client config    {f.kafka_client} (Kafka), {f.zk_client} (ZooKeeper)"]
+               if (f := state.secure_files) else []),
              "  events cluster (kmon's own: one KRaft node)" if separate
              else "  events cluster: the monitored cluster itself (--no-events-cluster)",
              f"    bootstrap        {state.events_bootstrap_servers}"]
