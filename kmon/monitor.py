@@ -39,10 +39,13 @@ def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
     assert s, "the stack is not up"
     events = ["--cluster", opts.cluster, "--events-bootstrap-servers", s.events_bootstrap_servers,
               "--events-topic", opts.events_topic]
+    secure = s.secure_files
     argv = {
-        "zk": _kmon("collect", "zk", "--zookeeper", s.zk_connect, *events),
+        "zk": _kmon("collect", "zk", "--zookeeper", s.zk_connect, *events,
+                    *(("--zk-client-config", str(secure.zk_client)) if secure else ())),
         "groups": _kmon("collect", "groups", "--bootstrap-servers", s.bootstrap_servers,
-                        "--poll-interval", str(opts.groups_poll_seconds), *events),
+                        "--poll-interval", str(opts.groups_poll_seconds), *events,
+                        *(("--command-config", str(secure.kafka_client)) if secure else ())),
     }
     for source in COLLECTORS:
         port = s.collector_ports[source]

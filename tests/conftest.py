@@ -8,6 +8,7 @@ from typing import Iterator
 
 import pytest
 
+from kmon.monitor import MonitorOptions, start_monitor
 from kmon.stack.local import LocalStack, StackRequest
 from kmon.stack.toolchain import Toolchain, find_toolchain
 
@@ -37,6 +38,15 @@ def running_stack(directory: Path, toolchain: Toolchain, **request: object) -> I
         yield stack
     finally:
         stack.down(timeout=10)
+
+
+@contextmanager
+def monitored_stack(directory: Path, toolchain: Toolchain, cluster: str, **request: object) -> Iterator[LocalStack]:
+    """A stack with its own events cluster and the whole monitor on it (both collectors, the
+    stream app on a 0.5 s trigger), as the fault scenarios run it."""
+    with running_stack(directory, toolchain, **{"prometheus": True, "events_cluster": True, **request}) as stack:
+        start_monitor(stack, MonitorOptions(cluster=cluster, trigger_seconds=0.5, groups_poll_seconds=2))
+        yield stack
 
 
 @pytest.fixture(scope="session")

@@ -90,7 +90,7 @@ def never(probe: Callable[[], Any], until: Callable[[], Any], timeout: float, wh
 def create_topic(stack: LocalStack, name: str, partitions: int = 1, rf: int = 3,
                  config: dict[str, str] | None = None) -> None:
     assert stack.state
-    admin = AdminClient({"bootstrap.servers": stack.state.bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": stack.state.bootstrap_servers, **stack.state.kafka_client()})
     futures = admin.create_topics([NewTopic(name, partitions, rf, config=config or {})])
     futures[name].result(timeout=30)
     eventually(lambda: all(partition_state(stack, name, p) for p in range(partitions)), 30,

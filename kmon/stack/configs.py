@@ -52,7 +52,8 @@ def properties(values: dict[str, object]) -> str:
     return "".join(f"{k}={v}\n" for k, v in values.items())
 
 
-def zookeeper_properties(data_dir: Path, port: int, profile: Profile) -> str:
+def zookeeper_properties(data_dir: Path, port: int, profile: Profile,
+                         extra: dict[str, object] | None = None) -> str:
     return properties({
         "dataDir": data_dir,
         "clientPort": port,
@@ -62,6 +63,7 @@ def zookeeper_properties(data_dir: Path, port: int, profile: Profile) -> str:
         "admin.enableServer": "false",
         # "ruok"/"srvr" let readiness checks and `stack status` ask ZooKeeper directly
         "4lw.commands.whitelist": "ruok,srvr,stat,mntr",
+        **(extra or {}),
     })
 
 
@@ -83,7 +85,7 @@ def _small_server(log_dir: Path, rf: int, offsets_partitions: int) -> dict[str, 
 
 
 def broker_properties(broker_id: int, port: int, log_dir: Path, zk_connect: str,
-                      brokers: int, profile: Profile) -> str:
+                      brokers: int, profile: Profile, extra: dict[str, object] | None = None) -> str:
     rf = min(3, brokers)
     values: dict[str, object] = {
         "broker.id": broker_id,
@@ -97,6 +99,7 @@ def broker_properties(broker_id: int, port: int, log_dir: Path, zk_connect: str,
         "delete.topic.enable": "true",
     }
     values.update(profile.extra_broker_props)
+    values.update(extra or {})
     return properties(values)
 
 

@@ -29,8 +29,10 @@ from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from kmon.client_config import KafkaClientProperties, ZooKeeperClientProperties
 from kmon.stack import configs
 from kmon.stack.process import free_port, pid_alive, spawn, stop, wait_until
+from kmon.stack.secure import SecureFiles
 from kmon.stack.toolchain import Toolchain
 
 log = logging.getLogger("kmon.stack")
@@ -69,6 +71,21 @@ class StackState:
     stream_port: int
     collector_ports: dict[str, int]   # collector source (zk, groups) -> its /metrics port
     components: dict[str, Component] = field(default_factory=dict)
+    secure: bool = False   # the monitored cluster on SASL_SSL and ZooKeeper with SASL and ACLs (secure.py)
+
+    @property
+    def secure_files(self) -> SecureFiles | None:
+        return SecureFiles(Path(self.dir) / "secure") if self.secure else None
+
+    def kafka_client(self) -> dict[str, str]:
+        """librdkafka settings a client of the monitored cluster needs (none unless secure)."""
+        files = self.secure_files
+        return KafkaClientProperties.load("monitored", files.kafka_client, {}).librdkafka() if files else {}
+
+    def zk_client(self) -> dict[str, object]:
+        """KazooClient arguments for the stack's ZooKeeper (none unless secure)."""
+        files = self.secure_files
+        return ZooKeeperClientProperties.load(files.zk_client, {}).kazoo() if files else {}
 
     @property
     def zk_address(self) -> str:
@@ -119,6 +136,7 @@ class StackRequest:
     zk_port: int = 0          # 0 = a free port
     first_broker_port: int = 0
     events_cluster: bool = True   # False: kmon's events travel on the monitored cluster itself
+    secure: bool = False          # SASL_SSL brokers, ZooKeeper with SASL and ACLs (see secure.py)
 
 
 class LocalStack:
@@ -142,10 +160,15 @@ class LocalStack:
         profile = configs.Profile.fast() if req.fast else configs.Profile()
         self.state = StackState(dir=str(self.dir), chroot=req.chroot, brokers=req.brokers, fast=req.fast,
                                 stream_port=free_port(),
-                                collector_ports={source: free_port() for source in ("zk", "groups")})
+                                collector_ports={source: free_port() for source in ("zk", "groups")},
+                                secure=req.secure)
+        if self.state.secure_files:
+            self.state.secure_files.write()
         started = time.monotonic()
         try:
             self._start_zookeeper(req.zk_port or free_port(), profile)
+            if self.state.secure_files:
+                self._add_scram_users(self.state.secure_files)
             for i in range(req.brokers):
                 port = req.first_broker_port + i if req.first_broker_port else free_port()
                 self._write_broker(i + 1, port, profile)
@@ -245,7 +268,7 @@ class LocalStack:
     def zk(self) -> Iterator[KazooClient]:
         """A client on the stack's chroot, stopped and closed on leaving the block."""
         assert self.state
-        client = KazooClient(hosts=self.state.zk_connect, timeout=10)
+        client = KazooClient(hosts=self.state.zk_connect, timeout=10, **self.state.zk_client())
         client.start(timeout=15)
         try:
             yield client
@@ -277,8 +300,8 @@ class LocalStack:
             return int(client.get("/controller_epoch")[0])
 
     # ------------------------------------------------------------------ internals
-    def _java(self, main: str, config: Path, heap: str, name: str) -> list[str]:
-        return [self.tools.java, f"-Xmx{heap}", f"-Xms{heap}", *JVM_OPTS,
+    def _java(self, main: str, config: Path, heap: str, name: str, extra: list[str] | None = None) -> list[str]:
+        return [self.tools.java, f"-Xmx{heap}", f"-Xms{heap}", *JVM_OPTS, *(extra or []),
                 f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}",
                 f"-Dkafka.logs.dir={self.dir / 'logs' / name}",
                 "-cp", self.tools.kafka_classpath, main, str(config)]
@@ -297,19 +320,37 @@ class LocalStack:
 
     def _start_zookeeper(self, port: int, profile: configs.Profile) -> None:
         cfg = self.dir / "zookeeper.properties"
-        cfg.write_text(configs.zookeeper_properties(self.dir / "zookeeper-data", port, profile))
-        c = self._add("zookeeper", port, self._java("org.apache.zookeeper.server.quorum.QuorumPeerMain",
-                                                     cfg, "256m", "zookeeper"), str(cfg))
+        secure = self.state.secure_files if self.state else None
+        cfg.write_text(configs.zookeeper_properties(self.dir / "zookeeper-data", port, profile,
+                                                    secure.zookeeper_properties() if secure else None))
+        c = self._add("zookeeper", port, self._java("org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg, "256m",
+                                                     "zookeeper", secure.jvm_options(True) if secure else None),
+                      str(cfg))
         self._spawn(c)
         wait_until(lambda: four_letter(port, "ruok") == "imok", 60, "zookeeper", alive=c.alive)
 
     def _write_broker(self, broker_id: int, port: int, profile: configs.Profile) -> None:
         assert self.state
         cfg = self.dir / f"broker-{broker_id}.properties"
+        secure = self.state.secure_files
         cfg.write_text(configs.broker_properties(broker_id, port, self.dir / f"broker-{broker_id}-data",
-                                                 self.state.zk_connect, self.state.brokers, profile))
+                                                 self.state.zk_connect, self.state.brokers, profile,
+                                                 secure.broker_properties(port) if secure else None))
         self._add(f"broker-{broker_id}", port,
-                  self._java("kafka.Kafka", cfg, profile.broker_heap, f"broker-{broker_id}"), str(cfg))
+                  self._java("kafka.Kafka", cfg, profile.broker_heap, f"broker-{broker_id}",
+                             secure.jvm_options(False) if secure else None), str(cfg))
+
+    def _add_scram_users(self, secure: SecureFiles) -> None:
+        """SCRAM credentials live in ZooKeeper and the brokers need theirs to start."""
+        assert self.state
+        for user, credential in secure.scram_users():
+            done = subprocess.run([self.tools.java, *secure.jvm_options(False), "-cp", self.tools.kafka_classpath,
+                                   "kafka.admin.ConfigCommand", "--zookeeper", self.state.zk_connect, "--alter",
+                                   "--add-config", credential, "--entity-type", "users", "--entity-name", user],
+                                  capture_output=True, text=True, timeout=120)
+            if done.returncode != 0:   # the output holds no password: ConfigCommand does not echo it
+                raise StackError(f"creating the SCRAM user {user} failed: {done.stdout}{done.stderr}")
+        log.info("SCRAM users %s created", ", ".join(u for u, _ in secure.scram_users()))
 
     def _servers(self) -> list[Component]:
         """The Kafka JVMs written by ``up``: the monitored brokers and the events node."""
@@ -343,7 +384,7 @@ class LocalStack:
         # Registered is not ready: the broker opens its port and learns the cluster (the
         # controller's UpdateMetadata) after registering; an admin request sent before that
         # can go unanswered until it times out.
-        wait_until(lambda: serves_metadata(c.port, broker_id), timeout,
+        wait_until(lambda: serves_metadata(c.port, broker_id, self.state.kafka_client() if self.state else {}), timeout,
                    f"broker {broker_id} serving metadata (log: {c.log})", interval=0.5, alive=c.alive)
         log.info("broker %d registered and serving", broker_id)
 
@@ -371,9 +412,9 @@ class LocalStack:
         wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"), 60, "alertmanager", alive=c.alive)
 
 
-def serves_metadata(port: int, broker_id: int) -> bool:
+def serves_metadata(port: int, broker_id: int, client: dict[str, str] | None = None) -> bool:
     """The broker on ``port`` answers a metadata request that lists itself and a controller."""
-    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "log_level": 0})
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "log_level": 0, **(client or {})})
     try:
         md = admin.list_topics(timeout=2)
     except KafkaException:

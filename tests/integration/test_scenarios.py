@@ -14,10 +14,10 @@ from confluent_kafka import Consumer, ElectionType, TopicPartition
 
 from kmon.events import EVENTS_TOPIC
 from kmon.metrics import CATALOG
-from kmon.monitor import MonitorOptions, start_monitor
+from kmon.monitor import MonitorOptions
 from kmon.stack.local import LocalStack
 from streaming.records import CONTROLLER_CHANGES, apply_event
-from tests.conftest import running_stack
+from tests.conftest import monitored_stack
 from tests.support import (assigned_replicas, create_topic, eventually, events_on, leave_group, metrics, never,
                            partition_state, value)
 
@@ -29,9 +29,7 @@ CLUSTER = "scenarios"
 
 @pytest.fixture(scope="module")
 def monitored(tmp_path_factory: pytest.TempPathFactory, toolchain) -> Iterator[LocalStack]:
-    with running_stack(tmp_path_factory.mktemp("monitored"), toolchain, brokers=3, prometheus=True,
-                       events_cluster=True) as stack:
-        start_monitor(stack, MonitorOptions(cluster=CLUSTER, trigger_seconds=0.5, groups_poll_seconds=2))
+    with monitored_stack(tmp_path_factory.mktemp("monitored"), toolchain, CLUSTER, brokers=3) as stack:
         yield stack
 
 

@@ -1,0 +1,145 @@
+"""The secured variant of the local stack: what a production cluster looks like to kmon.
+
+The monitored brokers listen on SASL_SSL only (SCRAM-SHA-512 users ``admin`` for the
+brokers themselves and ``kmon`` for the monitor; a CA and one broker certificate for
+127.0.0.1 made at start with openssl), and ZooKeeper requires SASL (DIGEST-MD5) from every
+client while the brokers write their znodes with ACLs (``zookeeper.set.acl``). kmon's own
+events cluster stays plaintext: it is kmon's, not the user's.
+
+Everything lives in ``<stack dir>/secure/``: passwords (random per stack, files readable by
+the owner only), certificates, JAAS files, and the two client properties files kmon's
+commands take (``--command-config``, ``--zk-client-config``).
+"""
+from __future__ import annotations
+
+import secrets
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from kmon.stack.configs import properties
+
+MECHANISM = "SCRAM-SHA-512"
+USERS = ("admin", "kmon")            # Kafka (SCRAM): the brokers' own user, the monitor's
+ZK_USERS = ("kafka", "kmon")         # ZooKeeper (DIGEST-MD5)
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+DIGEST_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
+
+
+def jaas_entry(module: str, **options: str) -> str:
+    return module + " required " + " ".join(f'{k}="{v}"' for k, v in options.items()) + ";"
+
+
+@dataclass(frozen=True)
+class SecureFiles:
+    root: Path
+
+    @property
+    def ca(self) -> Path:
+        return self.root / "ca.pem"
+
+    @property
+    def broker_pem(self) -> Path:
+        return self.root / "broker.pem"        # the broker's key and certificate chain
+
+    @property
+    def zk_server_jaas(self) -> Path:
+        return self.root / "zookeeper-jaas.conf"
+
+    @property
+    def broker_jaas(self) -> Path:
+        return self.root / "broker-jaas.conf"    # the brokers' ZooKeeper login
+
+    @property
+    def kafka_client(self) -> Path:
+        return self.root / "kmon-kafka.properties"
+
+    @property
+    def zk_client(self) -> Path:
+        return self.root / "kmon-zookeeper.properties"
+
+    def password(self, system: str, user: str) -> str:
+        """A per-stack password, made on first use and kept in a file only its owner reads."""
+        path = self.root / f"{system}-{user}.password"
+        if not path.exists():
+            self.root.mkdir(parents=True, exist_ok=True)
+            path.touch(mode=0o600)
+            path.write_text(secrets.token_urlsafe(18))
+        return path.read_text()
+
+    # ------------------------------------------------------------------ writing
+
+    def write(self) -> None:
+        """Certificates, JAAS files and kmon's client properties (idempotent: kept if present)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o700)
+        if not self.broker_pem.exists():
+            self._certificates()
+        self.zk_server_jaas.write_text("Server {\n  " + jaas_entry(DIGEST_MODULE, **{
+            f"user_{u}": self.password("zookeeper", u) for u in ZK_USERS}) + "\n};\n")
+        self.broker_jaas.write_text("Client {\n  " + jaas_entry(
+            DIGEST_MODULE, username="kafka", password=self.password("zookeeper", "kafka")) + "\n};\n")
+        self.kafka_client.write_text(properties({
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": MECHANISM,
+            "sasl.jaas.config": jaas_entry(SCRAM_MODULE, username="kmon", password=self.password("kafka", "kmon")),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": self.ca,
+        }))
+        self.zk_client.write_text(properties({
+            "zookeeper.sasl.jaas.config": jaas_entry(DIGEST_MODULE, username="kmon",
+                                                     password=self.password("zookeeper", "kmon")),
+        }))
+        for path in (self.kafka_client, self.zk_client, self.zk_server_jaas, self.broker_jaas):
+            path.chmod(0o600)
+
+    def _certificates(self) -> None:
+        key, csr, crt, ca_key = (self.root / n for n in ("broker.key", "broker.csr", "broker.crt", "ca.key"))
+        ext = self.root / "broker.ext"
+        ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        for argv in (
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", self.ca,
+             "-days", "30", "-subj", "/CN=kmon local stack CA"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=localhost"],
+            ["x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", ca_key, "-CAcreateserial", "-out", crt,
+             "-days", "30", "-extfile", ext],
+        ):
+            done = subprocess.run(["openssl", *map(str, argv)], capture_output=True, text=True, timeout=60)
+            if done.returncode != 0:
+                raise RuntimeError(f"openssl {argv[0]} failed: {done.stderr.strip()}")
+        self.broker_pem.write_text(key.read_text() + crt.read_text() + self.ca.read_text())
+        self.broker_pem.chmod(0o600)
+
+    # ------------------------------------------------------------------ server settings
+
+    def zookeeper_properties(self) -> dict[str, object]:
+        return {
+            "authProvider.sasl": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+            # every client must log in: proves kmon's collector does
+            "enforce.auth.enabled": "true",
+            "enforce.auth.schemes": "sasl",
+        }
+
+    def broker_properties(self, port: int) -> dict[str, object]:
+        listener = f"SASL_SSL://127.0.0.1:{port}"
+        return {
+            "listeners": listener,
+            "advertised.listeners": listener,
+            "security.inter.broker.protocol": "SASL_SSL",
+            "sasl.mechanism.inter.broker.protocol": MECHANISM,
+            "sasl.enabled.mechanisms": MECHANISM,
+            f"listener.name.sasl_ssl.{MECHANISM.lower()}.sasl.jaas.config":
+                jaas_entry(SCRAM_MODULE, username="admin", password=self.password("kafka", "admin")),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": self.broker_pem,
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": self.ca,
+            "zookeeper.set.acl": "true",
+        }
+
+    def jvm_options(self, server_jaas: bool) -> list[str]:
+        return [f"-Djava.security.auth.login.config={self.zk_server_jaas if server_jaas else self.broker_jaas}"]
+
+    def scram_users(self) -> list[tuple[str, str]]:
+        """(user, the --add-config value of kafka-configs) for every SCRAM user."""
+        return [(u, f"{MECHANISM}=[iterations=4096,password={self.password('kafka', u)}]") for u in USERS]
