@@ -4,10 +4,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import threading
 from pathlib import Path
 
-from kmon import config
+from kmon import config, logs
 from kmon.monitor import MonitorOptions, history_dir, start_monitor
 from kmon.signals import wait_for_shutdown_signal
 from kmon.stack.local import LocalStack, StackError, StackRequest, StackState
@@ -22,14 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)   # what a supervised child runs again
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for chatty in ("kazoo.client", "py4j"):  # connection chatter that says nothing about kmon
-        logging.getLogger(chatty).setLevel(logging.WARNING)
-    if args.log_level != "debug":
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(_py4j_root_chatter)
-    threading.excepthook = _thread_died
+    logs.configure(args.log_level)
     try:
         return args.handler(args)
     except (StackError, MissingTool, TimeoutError) as e:
@@ -39,27 +31,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _thread_died(died: threading.ExceptHookArgs) -> None:
-    """A library thread that dies (kazoo's connection thread on a login it cannot parse) says so
-    in one line; its stack trace is for --log-level debug."""
-    if died.exc_type is SystemExit:
-        return
-    log.error("thread %s ended by %s: %s", died.thread.name if died.thread else "?", died.exc_type.__name__,
-              died.exc_value)
-    log.debug("the thread's stack", exc_info=(died.exc_type, died.exc_value, died.exc_traceback))
-
-
-def _py4j_root_chatter(record: logging.LogRecord) -> bool:
-    """py4j logs a connection to Spark's JVM that ends (when kmon stream stops, or a signal to
-    the process group stopped the JVM first) on the root logger, with a stack trace, at info."""
-    return not (record.name == "root" and record.levelno < logging.WARNING and "py4j" in record.pathname)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kmon", description=(
         "Live, alertable state of Apache Kafka's control plane. "
         "Collectors -> events topic -> Spark views -> Prometheus."))
-    config.flag(p, "--log-level", default="info", choices=["debug", "info", "warning", "error"],
+    config.flag(p, "--log-level", default="info", choices=logs.LEVELS,
                 help="log verbosity")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import get_args
 
-from kmon import config
+from kmon import config, logs
 from kmon.client_config import ClientConfigError, KafkaClientProperties
 from kmon.signals import stop_on_signals
 from kmon.stack.toolchain import find_toolchain
@@ -83,3 +83,14 @@ def cmd_stream(args: argparse.Namespace) -> int:
     stop = threading.Event()
     stop_on_signals(stop)
     return run_until(StreamApp(stream_config(args)), stop)
+
+
+def main(argv: list[str]) -> int:
+    """``kmon stream`` alone, for spark-submit: the other commands (and kazoo, grafana-client
+    and the local stack they load) stay out of the Spark driver."""
+    p = argparse.ArgumentParser(prog="kmon")
+    config.flag(p, "--log-level", default="info", choices=logs.LEVELS, help="log verbosity")
+    add_stream_parser(p.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    args = p.parse_args(["stream", *argv])
+    logs.configure(args.log_level)
+    return args.handler(args)

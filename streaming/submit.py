@@ -8,7 +8,7 @@ Flags are those of ``kmon stream``; the master is the one spark-submit was given
 """
 import sys
 
-from kmon.cli import main
+from streaming.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(["stream", *sys.argv[1:]]))
+    sys.exit(main(sys.argv[1:]))
