@@ -5,11 +5,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kmon.stack.toolchain import REPO
-
-PROMETHEUS_TEMPLATE = REPO / "deploy" / "prometheus" / "prometheus.yml.tmpl"
-RULES_DIR = REPO / "deploy" / "prometheus" / "rules"
-ALERTMANAGER_CONFIG = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
+# deploy/ in a checkout (through the kmon/stack/deploy link), the package's copy in a wheel
+DEPLOY = (Path(__file__).parent / "deploy").resolve()
+PROMETHEUS_TEMPLATE = DEPLOY / "prometheus" / "prometheus.yml.tmpl"
+RULES_DIR = DEPLOY / "prometheus" / "rules"
+ALERTMANAGER_CONFIG = DEPLOY / "alertmanager" / "alertmanager.yml"
 EVENTS_NODE_ID = 1
 
 # Kafka logs through log4j 1 (reload4j); everything to stdout, which spawn() sends to a file.

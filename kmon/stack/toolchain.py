@@ -10,8 +10,6 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 class MissingTool(RuntimeError):
     pass
