@@ -33,24 +33,29 @@ def _kmon(*args: str) -> list[str]:
     return [sys.executable, "-m", "kmon.cli", *args]
 
 
+def collector_argv(stack: LocalStack, opts: MonitorOptions, source: str, metrics_port: int) -> list[str]:
+    """The command line of one collector of the stack's monitored cluster."""
+    s = stack.state
+    assert s, "the stack is not up"
+    secure = s.secure_files
+    watch = {
+        "zk": ["--zookeeper", s.zk_connect, *(("--zk-client-config", str(secure.zk_client)) if secure else ())],
+        "groups": ["--bootstrap-servers", s.bootstrap_servers, "--poll-interval", str(opts.groups_poll_seconds),
+                   *(("--command-config", str(secure.kafka_client)) if secure else ())],
+    }[source]
+    return _kmon("collect", source, *watch, "--cluster", opts.cluster,
+                 "--events-bootstrap-servers", s.events_bootstrap_servers, "--events-topic", opts.events_topic,
+                 "--metrics-port", str(metrics_port))
+
+
 def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
     """Start what is not running yet: the zk and groups collectors, then the stream app."""
     s = stack.state
     assert s, "the stack is not up"
-    events = ["--cluster", opts.cluster, "--events-bootstrap-servers", s.events_bootstrap_servers,
-              "--events-topic", opts.events_topic]
-    secure = s.secure_files
-    argv = {
-        "zk": _kmon("collect", "zk", "--zookeeper", s.zk_connect, *events,
-                    *(("--zk-client-config", str(secure.zk_client)) if secure else ())),
-        "groups": _kmon("collect", "groups", "--bootstrap-servers", s.bootstrap_servers,
-                        "--poll-interval", str(opts.groups_poll_seconds), *events,
-                        *(("--command-config", str(secure.kafka_client)) if secure else ())),
-    }
     for source in COLLECTORS:
         port = s.collector_ports[source]
         if f"collector-{source}" not in s.components:
-            stack.add_service(f"collector-{source}", argv[source] + ["--metrics-port", str(port)], port,
+            stack.add_service(f"collector-{source}", collector_argv(stack, opts, source, port), port,
                               marker=f"--metrics-port {port}", ready_url=f"http://127.0.0.1:{port}/healthz")
     if "stream" not in s.components:
         port = s.stream_port

@@ -237,6 +237,15 @@ class LocalStack:
         log.info("sending %s to %s (pid %d)", signal.Signals(sig).name, name, c.pid)
         stop(c.pid, c.marker, timeout=30, sig=sig)
 
+    def remove(self, name: str) -> None:
+        """Stop a process that joined the stack (SIGTERM, so it flushes) and forget it."""
+        c = self.component(name)
+        if c.alive():
+            stop(c.pid, c.marker, timeout=30)
+        assert self.state
+        del self.state.components[name]
+        self.state.save()
+
     def component(self, name: str) -> Component:
         assert self.state
         try:

@@ -14,8 +14,9 @@ from confluent_kafka import Consumer, ElectionType, TopicPartition
 
 from kmon.events import EVENTS_TOPIC
 from kmon.metrics import CATALOG
-from kmon.monitor import MonitorOptions
+from kmon.monitor import COLLECTORS, MonitorOptions, collector_argv
 from kmon.stack.local import LocalStack
+from kmon.stack.process import free_port
 from streaming.records import CONTROLLER_CHANGES, apply_event
 from tests.conftest import monitored_stack
 from tests.support import (assigned_replicas, create_topic, eventually, events_on, leave_group, metrics, never,
@@ -556,3 +557,84 @@ def test_12_a_restarted_groups_collector_does_not_revive_a_deleted_group(mon: Lo
     never(lambda: v(mon, "kmon_consumer_group_members", group="s5-group") is not None,
           until=lambda: time.monotonic() > settled, timeout=30, what="s5-group exported again")
     assert rows() == before
+
+
+def test_13_two_collectors_of_each_kind_count_every_transition_once(mon: LocalStack) -> None:
+    """Active-active: two zk and two groups collectors publish the same cluster (as "<cluster>-ha")
+    beside the single pair, through the same faults; both views end equal, nothing counted twice."""
+    assert mon.state
+    ha = f"{CLUSTER}-ha"
+    opts = MonitorOptions(cluster=ha, groups_poll_seconds=2)
+    added: list[str] = []
+    members: list[Member] = []
+    topic, group = "s13-ha", "s13-group"
+    try:
+        for n in (1, 2):
+            for source in COLLECTORS:
+                port = free_port()
+                added.append(f"ha-{source}-{n}")
+                mon.add_service(added[-1], collector_argv(mon, opts, source, port), port,
+                                marker=f"--metrics-port {port}", ready_url=f"http://127.0.0.1:{port}/healthz")
+
+        def views(cluster: str) -> dict[tuple[str, frozenset], float]:
+            """The cluster's series but kmon's own and the times (each collector has its own clock),
+            without the cluster label; counters of this test's topic and group only (the single pair
+            counted the earlier scenarios too)."""
+            timed = {"kmon_consumer_group_state_seconds", "kmon_consumer_group_lag_seconds"}
+            families = {m.name for m in CATALOG if m.view != "self"} - timed
+            out = {}
+            for (name, labels), x in metrics(mon.state.stream_port).items():  # type: ignore[union-attr]
+                values = dict(labels)
+                if (name in families and values.get("cluster") == cluster
+                        and (not name.endswith("_total") or topic in values.values() or group in values.values())):
+                    out[(name, frozenset(kv for kv in labels if kv[0] != "cluster"))] = x
+            return out
+
+        def the_same() -> bool:
+            single, pair = views(CLUSTER), views(ha)
+            differ = {k: (single.get(k), pair.get(k)) for k in single.keys() | pair.keys() if single.get(k) != pair.get(k)}
+            counters = [k for k in single if k[0].endswith("_total")]
+            if differ or not counters:
+                raise AssertionError(f"single vs pair: {differ or 'no counters yet'}")
+            return True
+
+        def controller_changes(cluster: str) -> float:
+            return value(mon.state.stream_port, "kmon_controller_changes_total", cluster) or 0  # type: ignore
+
+        eventually(lambda: value(mon.state.stream_port, "kmon_brokers", ha) == 3, 120, "the pair's cluster exported")
+        changes0 = {c: controller_changes(c) for c in (CLUSTER, ha)}
+        create_topic(mon, topic, partitions=3, rf=3)
+        members += [Member(mon, group, topic), Member(mon, group, topic)]
+        eventually(lambda: all(value(mon.state.stream_port, "kmon_consumer_group_members", c, group=group) == 2
+                               for c in (CLUSTER, ha)), 120, "the group with two members in both views")
+        members.pop().leave()
+        follower = next(b for b in mon.broker_ids() if b != mon.controller_id())
+        mon.kill_broker(follower)
+        eventually(lambda: all(value(mon.state.stream_port, "kmon_isr_shrinks_total", c, topic=topic,
+                                     broker=str(follower)) == 3 for c in (CLUSTER, ha)), 90, "shrinks in both")
+        mon.start_broker(follower)
+        eventually(lambda: all(value(mon.state.stream_port, "kmon_isr_expands_total", c, topic=topic,
+                                     broker=str(follower)) == 3 for c in (CLUSTER, ha)), 90, "expands in both")
+        controller = mon.controller_id()
+        mon.kill_broker(controller)
+        eventually(lambda: all(value(mon.state.stream_port, "kmon_controller_id", c) not in (None, -1, controller)
+                               for c in (CLUSTER, ha)), 90, "the new controller in both")
+        mon.start_broker(controller)
+        members.pop().leave()
+        eventually(lambda: all(value(mon.state.stream_port, "kmon_under_replicated_partitions", c, topic=topic) == 0
+                               and value(mon.state.stream_port, "kmon_consumer_group_members", c, group=group) == 0
+                               for c in (CLUSTER, ha)), 120, "the cluster healthy again and the group empty")
+        eventually(the_same, 150, "the pair's views and counters equal to the single collectors'")
+        # each collector may or may not read the moment without a controller (old -> none -> new):
+        # one or two changes a kill, and the pair's exactly the fold of all their events in order
+        assert all(controller_changes(c) - changes0[c] in (1, 2) for c in (CLUSTER, ha))
+        record = None
+        for event in [e for e in events_on(mon.state.events_bootstrap_servers, EVENTS_TOPIC)
+                      if (e.cluster, e.entity) == (ha, "controller")]:
+            record, _ = apply_event(record, event)
+        assert record is not None and controller_changes(ha) == record.counters.get(CONTROLLER_CHANGES, 0)
+    finally:
+        for m in members:
+            m.leave()
+        for name in added:
+            mon.remove(name)
