@@ -71,8 +71,8 @@ class KazooLog(logging.LoggerAdapter):
             else:
                 self._reach.explain(text)
         elif level >= logging.ERROR and kwargs.get("exc_info") and _in_sasl_login(sys.exc_info()[2]):
-            # an error code kazoo does not know (ZooKeeper's "SASL required" ones) kills its
-            # connection thread instead of ending in AUTH_FAILED: the login was refused all the same
+            # any error but AUTH_FAILED in the SASL exchange (ZooKeeper's "SASL required" codes, which
+            # kazoo 2.10 did not even know) kills kazoo's connection thread: a refused login all the same
             self._reach.refused(f"{self._login}: ZooKeeper ended the login with {sys.exc_info()[1]!r}")
             level = logging.DEBUG
         super().log(level if level >= logging.ERROR else min(level, logging.DEBUG), msg, *args, **kwargs)
