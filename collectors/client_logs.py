@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 from confluent_kafka import KafkaError
 
+from kmon.client_config import sasl_login
 from kmon.reachability import Reachability
 
 
@@ -29,10 +30,7 @@ def refusals(reach: Reachability) -> Callable[[KafkaError], None]:
 def kazoo_login(client: Mapping[str, Any]) -> str:
     """How a KazooClient with these arguments logs in, for messages (never a secret)."""
     sasl = client.get("sasl_options")
-    if sasl:
-        user = sasl.get("username") or sasl.get("principal")
-        return f"SASL {sasl['mechanism']}" + (f" as {user!r}" if user else "")
-    return "no SASL login"
+    return sasl_login(sasl) if sasl else "no SASL login"
 
 
 def _in_sasl_login(tb: TracebackType | None) -> bool:

@@ -35,8 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kmon", description=(
         "Live, alertable state of Apache Kafka's control plane. "
         "Collectors -> events topic -> Spark views -> Prometheus."))
-    config.flag(p, "--log-level", default="info", choices=logs.LEVELS,
-                help="log verbosity")
+    logs.flag(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="the embedded default: a local real cluster and the monitor on it",

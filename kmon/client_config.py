@@ -251,6 +251,12 @@ class KafkaClientProperties:
 ZK_ENV_PREFIX = "KMON_ZK_CLIENT_"
 
 
+def sasl_login(sasl_options: Mapping[str, str]) -> str:
+    """How kazoo's ``sasl_options`` log in, for messages (never a secret)."""
+    user = sasl_options.get("username") or sasl_options.get("principal")
+    return f"SASL {sasl_options['mechanism']}" + (f" as {user!r}" if user else "")
+
+
 @dataclass(frozen=True)
 class ZooKeeperClientProperties:
     properties: Mapping[str, str] = field(default_factory=dict)
@@ -273,9 +279,7 @@ class ZooKeeperClientProperties:
     def describe(self) -> str:
         parts = ["TLS" if self._tls() else "plaintext"]
         if "zookeeper.sasl.jaas.config" in self.properties:
-            sasl = self._sasl()
-            who = sasl.get("username") or sasl.get("principal")
-            parts.append(f"SASL {sasl['mechanism']}" + (f" as {who!r}" if who else ""))
+            parts.append(sasl_login(self._sasl()))
         if "zookeeper.auth" in self.properties:
             parts.append(f"auth {self.properties['zookeeper.auth'].split(':', 1)[0]}")
         return ", ".join(parts)

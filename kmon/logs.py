@@ -5,12 +5,19 @@ under spark-submit logs as ``kmon stream`` does without loading the other comman
 """
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 import threading
 
+from kmon import config
+
 LEVELS = ("debug", "info", "warning", "error")
 log = logging.getLogger("kmon")
+
+
+def flag(p: argparse.ArgumentParser) -> None:
+    config.flag(p, "--log-level", default="info", choices=LEVELS, help="log verbosity")
 
 
 def configure(level: str) -> None:

@@ -89,7 +89,7 @@ def main(argv: list[str]) -> int:
     """``kmon stream`` alone, for spark-submit: the other commands (and kazoo, grafana-client
     and the local stack they load) stay out of the Spark driver."""
     p = argparse.ArgumentParser(prog="kmon")
-    config.flag(p, "--log-level", default="info", choices=logs.LEVELS, help="log verbosity")
+    logs.flag(p)
     add_stream_parser(p.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     args = p.parse_args(["stream", *argv])
     logs.configure(args.log_level)

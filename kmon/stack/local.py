@@ -352,14 +352,15 @@ class LocalStack:
     def _add_scram_users(self, secure: SecureFiles) -> None:
         """SCRAM credentials live in ZooKeeper and the brokers need theirs to start."""
         assert self.state
-        for user, credential in secure.scram_users():
+        users = secure.scram_users()
+        for user, credential in users:
             done = subprocess.run([self.tools.java, *secure.jvm_options(False), "-cp", self.tools.kafka_classpath,
                                    "kafka.admin.ConfigCommand", "--zookeeper", self.state.zk_connect, "--alter",
                                    "--add-config", credential, "--entity-type", "users", "--entity-name", user],
                                   capture_output=True, text=True, timeout=120)
             if done.returncode != 0:   # the output holds no password: ConfigCommand does not echo it
                 raise StackError(f"creating the SCRAM user {user} failed: {done.stdout}{done.stderr}")
-        log.info("SCRAM users %s created", ", ".join(u for u, _ in secure.scram_users()))
+        log.info("SCRAM users %s created", ", ".join(u for u, _ in users))
 
     def _servers(self) -> list[Component]:
         """The Kafka JVMs written by ``up``: the monitored brokers and the events node."""
@@ -393,7 +394,8 @@ class LocalStack:
         # Registered is not ready: the broker opens its port and learns the cluster (the
         # controller's UpdateMetadata) after registering; an admin request sent before that
         # can go unanswered until it times out.
-        wait_until(lambda: serves_metadata(c.port, broker_id, self.state.kafka_client() if self.state else {}), timeout,
+        client = self.state.kafka_client() if self.state else {}
+        wait_until(lambda: serves_metadata(c.port, broker_id, client), timeout,
                    f"broker {broker_id} serving metadata (log: {c.log})", interval=0.5, alive=c.alive)
         log.info("broker %d registered and serving", broker_id)
 
