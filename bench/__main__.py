@@ -1,4 +1,4 @@
-"""python -m bench [scrape|stream|idle|zk|groups|failover] ... : prints a Markdown table for bench/README.md."""
+"""python -m bench [scrape|stream|idle|zk|groups|failover|peers] ... : prints Markdown tables for bench/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -6,8 +6,10 @@ import json
 import platform
 import sys
 import time
+from pathlib import Path
 
-from bench import failover, groups, idle, plot, scrape, stream, zk
+from bench import failover, groups, idle, peers, plot, scrape, stream, zk
+from bench.peers.faults import FAULTS
 from streaming.app import StreamConfig
 
 
@@ -15,7 +17,7 @@ def _table(rows: list[dict]) -> str:
     cols = list(rows[0])
     fmt = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)
     return "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-                     + ["| " + " | ".join(fmt(r[c]) for c in cols) + " |" for r in rows])
+                     + ["| " + " | ".join(fmt(r.get(c, "")) for c in cols) + " |" for r in rows])
 
 
 def main() -> int:
@@ -44,6 +46,15 @@ def main() -> int:
                    help="brokers killed (and restarted) one after the other: follower, leader, controller, ...")
     f.add_argument("--trigger", type=float, default=StreamConfig.trigger_seconds,
                    help="the stream apps' trigger interval (s)")
+    pe = sub.add_parser("peers", help="kmon beside Kafka's JMX metrics with Strimzi-style alerts and Burrow: the same "
+                                      "faults, fault -> alert seconds, false alerts, cost at 1k and 10k partitions")
+    pe.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated, in order (default: all): {', '.join(FAULTS)}")
+    pe.add_argument("--sizes", default="1000,10000", help="partition counts to measure each system's cost at, after "
+                                                         "the faults ('' for none)")
+    pe.add_argument("--baseline", type=float, default=120.0, help="quiet seconds on the healthy cluster first")
+    pe.add_argument("--quiet", type=float, default=45.0, help="quiet seconds after each fault")
+    pe.add_argument("--plot", metavar="PNG", help="also draw fault -> first alert per system (needs .[bench])")
+    pe.add_argument("--workdir", type=Path, help="keep the stack and its logs here (default: a temporary directory)")
     pl = sub.add_parser("plot", help="draw the stream cost curve from the JSON rows `stream` printed on stderr")
     pl.add_argument("rows", help="a file holding the JSON list of rows")
     pl.add_argument("png")
@@ -63,6 +74,20 @@ def main() -> int:
         rows = idle.run([float(t) for t in args.triggers.split(",")], args.seconds, log)
     elif args.what == "zk":
         rows = zk.run([int(n) for n in args.partitions.split(",")], args.samples, log)
+    elif args.what == "peers":
+        chosen = [f for f in args.faults.split(",") if f]
+        unknown = [f for f in chosen if f not in FAULTS]
+        if unknown:
+            p.error(f"--faults: unknown {unknown}; known: {', '.join(FAULTS)}")
+        tables = peers.run(chosen, [int(n) for n in args.sizes.split(",") if n],
+                           args.baseline, args.quiet, log, args.workdir)
+        if args.plot:
+            plot.alert_times(tables["faults"], args.plot)
+        for name, rows in tables.items():
+            if rows:
+                print(f"\n{name}\n\n{_table(rows)}")
+        print(json.dumps(tables), file=sys.stderr)
+        return 0
     else:
         rows = [stream.run(n, args.backlog or 10 * n, args.delay_samples, args.trigger, log)
                 for n in map(int, args.partitions.split(","))]

@@ -71,15 +71,25 @@ def metric_count(port: int, name: str, **labels: str) -> int:
     return len(_samples(port, name, labels))
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time ``pid`` has used so far."""
+def cpu_seconds(pid: int, reaped: bool = False) -> float:
+    """User + system CPU time ``pid`` has used so far; ``reaped`` adds that of its children
+    that exited and that it waited for."""
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    used = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if reaped else 0)
+    return used / os.sysconf("SC_CLK_TCK")
 
 
 def tree_cpu_seconds(pid: int) -> float:
-    """CPU time of ``pid`` and the processes under it (`kmon collect` runs its collector in a child)."""
-    return sum(cpu_seconds(p) for p in [pid, *descendants(pid)])
+    """CPU time of ``pid`` and the processes under it (`kmon collect` runs its collector in a child),
+    those that exited included: a short-lived child (Spark's Python workers) passes its time on
+    to the parent that reaps it, so the sum never drops when one ends."""
+    total = 0.0
+    for p in [pid, *descendants(pid)]:
+        try:
+            total += cpu_seconds(p, reaped=True)
+        except OSError:   # ended since the listing: its parent has its time now
+            continue
+    return total
 
 
 def tree_rss_mb(pid: int, field: str = "VmRSS") -> float:

@@ -13,6 +13,7 @@ import contextlib
 import base64
 import json
 import logging
+import os
 import shutil
 import signal
 import socket
@@ -22,7 +23,7 @@ import urllib.request
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -31,7 +32,7 @@ from kazoo.exceptions import NoNodeError
 
 from kmon.client_config import KafkaClientProperties, ZooKeeperClientProperties
 from kmon.stack import configs
-from kmon.stack.process import free_port, pid_alive, spawn, stop, wait_until
+from kmon.stack.process import cmdline, free_port, pid_alive, spawn, stop, wait_until
 from kmon.stack.secure import SecureFiles
 from kmon.stack.toolchain import Toolchain
 
@@ -137,6 +138,14 @@ class StackRequest:
     first_broker_port: int = 0
     events_cluster: bool = True   # False: kmon's events travel on the monitored cluster itself
     secure: bool = False          # SASL_SSL brokers, ZooKeeper with SASL and ACLs (see secure.py)
+    profile: configs.Profile | None = None   # timing; None: Profile.fast() or Profile() after ``fast``
+    # extra JVM options of each monitored broker by id (e.g. a Java agent on a port of its own)
+    broker_jvm_options: Callable[[int], list[str]] | None = None
+
+    def timing(self) -> configs.Profile:
+        if self.profile is not None:
+            return self.profile
+        return configs.Profile.fast() if self.fast else configs.Profile()
 
 
 class LocalStack:
@@ -157,7 +166,7 @@ class LocalStack:
                              f"{self.state.chroot or '/'}; use another --dir or `kmon stack down --purge` first")
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "log4j.properties").write_text(configs.LOG4J)
-        profile = configs.Profile.fast() if req.fast else configs.Profile()
+        profile = req.timing()
         self.state = StackState(dir=str(self.dir), chroot=req.chroot, brokers=req.brokers, fast=req.fast,
                                 stream_port=free_port(),
                                 collector_ports={source: free_port() for source in ("zk", "groups")},
@@ -171,7 +180,8 @@ class LocalStack:
                 self._add_scram_users(self.state.secure_files)
             for i in range(req.brokers):
                 port = req.first_broker_port + i if req.first_broker_port else free_port()
-                self._write_broker(i + 1, port, profile)
+                self._write_broker(i + 1, port, profile,
+                                   req.broker_jvm_options(i + 1) if req.broker_jvm_options else [])
             if req.events_cluster:
                 self._write_events_node(profile)
             for c in self._servers():  # all at once: the JVMs start in parallel
@@ -236,6 +246,15 @@ class LocalStack:
         c = self.component(name)
         log.info("sending %s to %s (pid %d)", signal.Signals(sig).name, name, c.pid)
         stop(c.pid, c.marker, timeout=30, sig=sig)
+
+    def send_signal(self, name: str, sig: int) -> None:
+        """Signal a running component and return at once: SIGSTOP hangs it (alive, answering
+        nothing), SIGCONT resumes it."""
+        c = self.component(name)
+        if not c.alive() or c.marker not in cmdline(c.pid):
+            raise StackError(f"{name} is not running")
+        log.info("sending %s to %s (pid %d)", signal.Signals(sig).name, name, c.pid)
+        os.kill(c.pid, sig)
 
     def remove(self, name: str) -> None:
         """Stop a process that joined the stack (SIGTERM, so it flushes) and forget it."""
@@ -338,7 +357,7 @@ class LocalStack:
         self._spawn(c)
         wait_until(lambda: four_letter(port, "ruok") == "imok", 60, "zookeeper", alive=c.alive)
 
-    def _write_broker(self, broker_id: int, port: int, profile: configs.Profile) -> None:
+    def _write_broker(self, broker_id: int, port: int, profile: configs.Profile, jvm_options: list[str]) -> None:
         assert self.state
         cfg = self.dir / f"broker-{broker_id}.properties"
         secure = self.state.secure_files
@@ -347,7 +366,7 @@ class LocalStack:
                                                  secure.broker_properties(port) if secure else None))
         self._add(f"broker-{broker_id}", port,
                   self._java("kafka.Kafka", cfg, profile.broker_heap, f"broker-{broker_id}",
-                             secure.jvm_options(False) if secure else None), str(cfg))
+                             [*(secure.jvm_options(False) if secure else ()), *jvm_options]), str(cfg))
 
     def _add_scram_users(self, secure: SecureFiles) -> None:
         """SCRAM credentials live in ZooKeeper and the brokers need theirs to start."""

@@ -1,0 +1,141 @@
+"""`python -m bench peers`: kmon beside what operators run today, on one cluster, in one run.
+
+One monitored cluster (3 brokers in ZooKeeper mode, Kafka's default 18 s ZooKeeper session,
+replica.lag.time.max.ms 5 s) with Prometheus' JMX exporter in every broker; kmon as `kmon run`
+starts it (both collectors and the stream app, events on kmon's own cluster); Burrow on the
+same cluster; one Prometheus scraping kmon and the agents at the same interval and evaluating
+kmon's rules and the peer's (alerts.yml, the ZooKeeper-era Strimzi rule set).
+
+Then a quiet baseline, the scripted faults one after the other (faults.py), each followed by
+the alerts settling and a quiet period, and the cost of each system at growing sizes. Every
+alert instance and Burrow status is recorded from outside (watch.py); report.py attributes
+them to the fault or quiet period in which they began.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from bench.measure import metric_sum, wait
+from bench.peers import cost, faults, report
+from bench.peers.parts import KAFKA_CLUSTER, burrow, get_json, jmx_agent_option, peer_tools, prometheus
+from bench.peers.watch import Recorder
+from kmon.monitor import MonitorOptions, start_monitor
+from kmon.stack import configs
+from kmon.stack.local import LocalStack, StackRequest
+from kmon.stack.process import free_port
+from kmon.stack.toolchain import find_toolchain
+
+BROKERS = 3
+# Kafka's default session (18 s), so that a SIGSTOP can outlast replica.lag.time.max.ms without
+# a death (STALL_S); ZooKeeper's tick of 1 s lets it grant up to 20 s. 1 GB heaps for 10k partitions.
+PROFILE = configs.Profile(zk_tick_ms=1000, zk_session_timeout_ms=18000, replica_lag_time_max_ms=5000,
+                          broker_heap="1g", extra_broker_props=configs.Profile.fast().extra_broker_props)
+# alerts that stay firing for their window (10 min) after what they count: not waited out
+WINDOWED = {"ControllerFlapping", "UncleanLeaderElection", "ConsumerGroupRebalanceStorm", "IsrShrinking"}
+SETTLE_CAP_S = 240.0
+
+
+def run(chosen: list[str], sizes: list[int], baseline_s: float, quiet_s: float, progress: Callable[[str], None],
+        workdir: Path | None = None) -> dict[str, list[dict]]:
+    """``workdir``: where the stack and every log go, kept afterwards (default: a temporary directory)."""
+    toolchain = find_toolchain()
+    tools = peer_tools(toolchain.cache, progress)
+    agent_ports = {b: free_port() for b in range(1, BROKERS + 1)}
+    with contextlib.ExitStack() as keep:
+        root = workdir or Path(keep.enter_context(tempfile.TemporaryDirectory(prefix="kmon-bench-peers-")))
+        stack = LocalStack(root / "stack", toolchain, die_with_parent=True)
+        progress(f"logs in {stack.dir / 'logs'} and {stack.dir / 'burrow'}")
+        progress("starting the cluster (3 brokers, each with the JMX exporter agent) and kmon's events cluster")
+        stack.up(StackRequest(brokers=BROKERS, prometheus=False, events_cluster=True, profile=PROFILE,
+                              broker_jvm_options=lambda b: [jmx_agent_option(tools, agent_ports[b])]))
+        try:
+            progress("starting kmon as `kmon run` does: both collectors and the stream app")
+            start_monitor(stack, MonitorOptions(cluster=KAFKA_CLUSTER))
+            with prometheus(stack, agent_ports) as prom, burrow(stack, tools) as (burrow_url, burrow_proc), \
+                    Recorder(prom, burrow_url) as recorder:
+                assert stack.state
+                ctx = faults.Ctx(stack, AdminClient({"bootstrap.servers": stack.state.bootstrap_servers, "log_level": 0}),
+                                 recorder, progress)
+                _wait_ready(ctx, prom)
+                phases = [_quiet(baseline_s, "baseline", progress)]
+                for name in chosen:
+                    progress(f"fault: {name}")
+                    began = time.time()
+                    done = faults.FAULTS[name](ctx)
+                    _settle(ctx)
+                    phases.append(report.Phase(name, began, time.time(), done))
+                    progress(f"  {done.what}: {time.time() - began:.0f} s" + "".join(f"; {n}" for n in done.notes))
+                    phases.append(_quiet(quiet_s, f"after {name}", progress))
+                alerts, groups = recorder.snapshot(), dict(recorder.groups)
+                tables = {"faults": report.fault_rows(phases, alerts, groups),
+                          "quiet": report.quiet_rows(phases, alerts, groups)}
+                if recorder.errors:
+                    progress(f"{len(recorder.errors)} polls failed, the first: {recorder.errors[:3]}")
+                # the faults' figures first, so that a cost phase that breaks (a machine too small for
+                # the biggest size) loses nothing of them
+                progress(f"faults done: {json.dumps(tables)}")
+                tables["cost"] = _costs(ctx, prom, agent_ports, burrow_proc.pid, sizes, progress)
+        finally:
+            stack.down(timeout=10)
+    return tables
+
+
+def _wait_ready(ctx: faults.Ctx, prom: str) -> None:
+    assert ctx.stack.state
+    port = ctx.stack.state.stream_port
+    wait(lambda: metric_sum(port, "kmon_brokers", cluster=KAFKA_CLUSTER) == BROKERS, 300, "kmon showing the brokers", 1)
+    targets = lambda: get_json(f"{prom}/api/v1/targets")["data"]["activeTargets"]   # noqa: E731
+    wait(lambda: all(t["health"] == "up" for t in targets()) and len(targets()) == 3 + BROKERS, 120,
+         "every target up in Prometheus", 1)
+    wait(lambda: faults.whole(ctx), 120, "the cluster whole", 1)
+
+
+def _quiet(seconds: float, what: str, progress: Callable[[str], None]) -> report.Phase:
+    progress(f"quiet: {seconds:g} s ({what})")
+    start = time.time()
+    time.sleep(seconds)
+    return report.Phase(f"quiet {what}", start, time.time())
+
+
+def _settle(ctx: faults.Ctx) -> None:
+    """Until no alert is pending or firing but the ones that count a window."""
+    def settled() -> bool:
+        return not [a for a in ctx.recorder.active() if a.name not in WINDOWED]
+    try:
+        wait(settled, SETTLE_CAP_S, "the alerts settled", interval=1)
+    except TimeoutError:
+        still = sorted({a.describe() for a in ctx.recorder.active() if a.name not in WINDOWED})
+        ctx.progress(f"  still active after {SETTLE_CAP_S:g} s: {', '.join(still)}")
+
+
+def _costs(ctx: faults.Ctx, prom: str, agent_ports: dict[int, int], burrow_pid: int, sizes: list[int],
+           progress: Callable[[str], None]) -> list[dict]:
+    state = ctx.stack.state
+    assert state
+    kmon_urls = [f"http://127.0.0.1:{p}/metrics" for p in (state.stream_port, *state.collector_ports.values())]
+    agent_urls = [f"http://127.0.0.1:{p}/metrics" for p in agent_ports.values()]
+    rows: list[dict] = []
+    for size in [0, *sizes]:
+        try:
+            partitions = cost.grow(ctx, size, progress) if size else sum(
+                len(t.partitions) for t in ctx.admin.list_topics(timeout=60).topics.values())
+            progress(f"cost at {partitions} partitions")
+            pids = {"kmon": [state.components[n].pid for n in ("stream", "collector-zk", "collector-groups")],
+                    "brokers": [state.components[f"broker-{b}"].pid for b in ctx.stack.broker_ids()],
+                    "burrow": [burrow_pid]}
+            rows += cost.measure(ctx, prom, kmon_urls, agent_urls, pids,
+                                 lambda: metric_sum(state.stream_port, "kmon_partitions", cluster=KAFKA_CLUSTER),
+                                 partitions)
+        except (TimeoutError, OSError, KafkaException) as e:   # a finding of this machine's size, not a crash
+            progress(f"cost at {size} partitions: gave up ({e})")
+            rows.append({"partitions": size, "system": "(all)", "note": f"not measured: {e}"})
+            break
+    return rows

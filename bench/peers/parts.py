@@ -1,0 +1,174 @@
+"""The peers' parts: where their binaries come from, how they are configured and started.
+
+- Prometheus' JMX exporter, as a Java agent in every monitored broker (its rules:
+  jmx-exporter.yaml beside this file), scraped by the same Prometheus as kmon and
+  evaluated with the peer's alert rules (alerts.yml beside this file);
+- Burrow, Debian's package, watching the same cluster's consumer groups.
+
+Both are fetched on first use into the cache (the jar) or the system (the Debian package),
+like deploy/install.sh does for kmon's own parts.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import yaml
+
+from bench.harness import process
+from kmon.stack import configs
+from kmon.stack.local import LocalStack
+from kmon.stack.process import Spawned, free_port, wait_until
+
+HERE = Path(__file__).parent
+JMX_RULES = HERE / "jmx-exporter.yaml"
+PEER_ALERTS = HERE / "alerts.yml"
+# 1.0.1 is the newest jmx_prometheus_javaagent Maven Central serves here (1.1.0+ do not resolve)
+JMX_AGENT = ("io.prometheus.jmx", "jmx_prometheus_javaagent", "1.0.1")
+KAFKA_CLUSTER = "bench"   # the name both systems report the monitored cluster under
+PEER_GROUP = "peer-kafka-jmx"   # the peer's rule group in alerts.yml
+JMX_JOB = "kafka-jmx"
+
+
+@dataclass(frozen=True)
+class PeerTools:
+    burrow: str
+    jmx_agent: Path
+
+
+def peer_tools(cache: Path, progress: Callable[[str], None]) -> PeerTools:
+    """Burrow and the JMX exporter agent, installed if missing (idempotent)."""
+    if shutil.which("Burrow") is None:
+        progress("installing Debian's burrow package (the peer for consumer lag)")
+        sudo = [] if os.geteuid() == 0 else ["sudo"]
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        install = [*sudo, "apt-get", "install", "-y", "-q", "--no-install-recommends", "burrow"]
+        if subprocess.run(install, env=env).returncode != 0:   # stale package lists on a fresh machine
+            subprocess.run([*sudo, "apt-get", "update", "-q"], env=env, check=True)
+            subprocess.run(install, env=env, check=True)
+    group, artifact, version = JMX_AGENT
+    jar = cache / "peers" / "jmx" / f"{artifact}-{version}.jar"
+    if not jar.exists():
+        progress(f"fetching {artifact} {version} from Maven Central into {jar.parent}")
+        settings = Path(configs.DEPLOY) / "maven" / "settings.xml"
+        subprocess.run(["mvn", "-q", "-B", "-s", str(settings), "dependency:copy",
+                        f"-Dartifact={group}:{artifact}:{version}", f"-DoutputDirectory={jar.parent}"],
+                       check=True, cwd=cache)
+    return PeerTools(shutil.which("Burrow") or "Burrow", jar)
+
+
+def jmx_agent_option(tools: PeerTools, port: int) -> str:
+    """The broker JVM option that starts the exporter on ``port``."""
+    return f"-javaagent:{tools.jmx_agent}=127.0.0.1:{port}:{JMX_RULES}"
+
+
+def prometheus_config(stream_port: int, collector_ports: list[int], agent_ports: dict[int, int]) -> str:
+    """kmon's Prometheus configuration (its targets and rules, as `kmon run` writes it) plus the
+    brokers' agents as one more job and the peer's rules: one Prometheus, one scrape and
+    evaluation interval for both."""
+    cfg = yaml.safe_load(configs.prometheus_config(
+        [f"127.0.0.1:{stream_port}"], [f"127.0.0.1:{p}" for p in collector_ports],
+        "127.0.0.1:9"))   # the bench reads alerts from Prometheus itself, no Alertmanager
+    cfg["rule_files"].append(str(PEER_ALERTS))
+    cfg["scrape_configs"].append({
+        "job_name": JMX_JOB,
+        "static_configs": [{"targets": [f"127.0.0.1:{port}"],
+                            "labels": {"kafka_cluster": KAFKA_CLUSTER, "broker": str(broker)}}
+                           for broker, port in sorted(agent_ports.items())]})
+    return yaml.safe_dump(cfg, sort_keys=False)
+
+
+@contextlib.contextmanager
+def prometheus(stack: LocalStack, agent_ports: dict[int, int]) -> Iterator[str]:
+    """Prometheus scraping kmon and the agents; yields its URL."""
+    port = free_port()
+    cfg = stack.dir / "peers-prometheus.yml"
+    assert stack.state
+    cfg.write_text(prometheus_config(stack.state.stream_port, list(stack.state.collector_ports.values()),
+                                     agent_ports))
+    argv = [stack.tools.prometheus, f"--config.file={cfg}", f"--storage.tsdb.path={stack.dir / 'peers-prometheus'}",
+            f"--web.listen-address=127.0.0.1:{port}"]
+    with process(argv, stack.dir / "logs" / "peers-prometheus.log", str(cfg)):
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: urllib.request.urlopen(f"{url}/-/ready", timeout=2).status == 200, 60, "prometheus")
+        yield url
+
+
+def burrow_config(stack: LocalStack, http_port: int, workdir: Path) -> str:
+    """Burrow 1.2's TOML: ZooKeeper for its own coordination (a root of its own in the stack's
+    ensemble), the cluster and its __consumer_offsets, the HTTP API. Values are Burrow's defaults
+    where the bench has no reason to choose (storage intervals 10, evaluator cache 10 s)."""
+    state = stack.state
+    assert state
+    servers = json.dumps(state.bootstrap_servers.split(","))
+    return f"""[general]
+pidfile="{workdir / 'burrow.pid'}"
+
+[logging]
+filename="{workdir / 'burrow.log'}"
+level="info"
+
+[zookeeper]
+servers=["{state.zk_address}"]
+timeout=6
+root-path="/burrow-bench"
+
+[client-profile.bench]
+client-id="burrow-bench"
+# Burrow 1.2.1's Kafka client (sarama) knows protocol versions up to 2.1
+kafka-version="2.1.0"
+
+[cluster.{KAFKA_CLUSTER}]
+class-name="kafka"
+servers={servers}
+client-profile="bench"
+topic-refresh=60
+offset-refresh=10
+
+[consumer.{KAFKA_CLUSTER}]
+class-name="kafka"
+cluster="{KAFKA_CLUSTER}"
+servers={servers}
+client-profile="bench"
+start-latest=false
+
+[storage.default]
+class-name="inmemory"
+workers=20
+intervals=10
+expire-group=604800
+min-distance=1
+
+[evaluator.default]
+class-name="caching"
+expire-cache=10
+
+[httpserver.default]
+address="127.0.0.1:{http_port}"
+"""
+
+
+@contextlib.contextmanager
+def burrow(stack: LocalStack, tools: PeerTools) -> Iterator[tuple[str, Spawned]]:
+    """Burrow on the stack's cluster until the block ends; yields its HTTP API's URL and process."""
+    workdir = stack.dir / "burrow"
+    workdir.mkdir(exist_ok=True)
+    port = free_port()
+    (workdir / "burrow.toml").write_text(burrow_config(stack, port, workdir))
+    url = f"http://127.0.0.1:{port}"
+    with process([tools.burrow, "--config-dir", str(workdir)], workdir / "stdout.log", str(workdir)) as proc:
+        wait_until(lambda: KAFKA_CLUSTER in get_json(f"{url}/v3/kafka")["clusters"], 60,
+                   f"burrow (log: {workdir / 'burrow.log'})")
+        yield url, proc
+
+
+def get_json(url: str, timeout: float = 5) -> dict:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return json.loads(r.read())
