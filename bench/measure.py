@@ -9,14 +9,22 @@ from typing import Callable
 from prometheus_client.parser import text_string_to_metric_families
 
 
-def wait(done: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> float:
-    """Seconds until ``done()``; TimeoutError names ``what`` after ``timeout``."""
+def wait(done: Callable[[], bool], timeout: float, what: str, interval: float = 0.05,
+         retry_on: tuple[type[Exception], ...] = ()) -> float:
+    """Seconds until ``done()``; TimeoutError names ``what`` after ``timeout``. An exception of
+    ``retry_on`` raised by ``done`` counts as not yet (a cluster in the middle of a failover), and
+    the last one is named if time runs out."""
     started = time.perf_counter()
-    while not done():
+    last: Exception | None = None
+    while True:
+        try:
+            if done():
+                return time.perf_counter() - started
+        except retry_on as e:
+            last = e
         if time.perf_counter() - started > timeout:
-            raise TimeoutError(f"{what} not done after {timeout}s")
+            raise TimeoutError(f"{what} not done after {timeout}s" + (f" (last: {last!r})" if last else ""))
         time.sleep(interval)
-    return time.perf_counter() - started
 
 
 def percentile(xs: list[float], q: float) -> float:

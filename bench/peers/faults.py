@@ -20,9 +20,9 @@ from typing import Callable
 from confluent_kafka import Consumer, ConsumerGroupState, ElectionType, KafkaException, Producer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
                                    ResourceType)
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 
-from bench.measure import wait
+from bench.measure import wait as _measure_wait
 from bench.peers.watch import HEALTHY, KMON, Recorder
 from kmon.stack.local import LocalStack
 
@@ -62,6 +62,14 @@ class Ctx:
     def bootstrap(self) -> str:
         assert self.stack.state
         return self.stack.state.bootstrap_servers
+
+
+# A cluster in the middle of a failover answers with timeouts and refusals: not yet, not a failure.
+TRANSIENT = (KafkaException, KazooException, TimeoutError, OSError)
+
+
+def wait(done: Callable[[], bool], timeout: float, what: str, interval: float = 0.5) -> float:
+    return _measure_wait(done, timeout, what, interval, retry_on=TRANSIENT)
 
 
 # ---------------------------------------------------------------- the cluster's own state
@@ -120,7 +128,7 @@ def _gone(ctx: Ctx, broker: int) -> bool:
 
 def _preferred_election(ctx: Ctx) -> None:
     try:
-        ctx.admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=60)
+        ctx.admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=40)
     except KafkaException as e:   # partitions already led by their preferred replica are reported as errors
         if "ELECTION_NOT_NEEDED" not in str(e):
             raise
