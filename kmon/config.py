@@ -11,6 +11,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 
+def state_dir() -> Path:
+    """Where kmon keeps what must outlive a restart when no flag says: ``$XDG_STATE_HOME/kmon``
+    (``~/.local/state/kmon``), the same whatever directory the process starts in. Services set
+    their own (``/var/lib/kmon`` in deploy/)."""
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "kmon"
+
+
 def env_name(flag_name: str) -> str:
     return "KMON_" + flag_name.lstrip("-").replace("-", "_").upper()
 

@@ -21,6 +21,7 @@ from typing import Mapping
 from py4j.protocol import Py4JError
 
 from kmon import http
+from kmon.config import state_dir
 from kmon.events import EVENTS_TOPIC
 from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_probing, tcp_probe, watch
 from streaming import entity_step, pydaemon
@@ -39,7 +40,7 @@ SIGNAL_GRACE_S = 2.0   # how long a failed query waits for the signal that may h
 class StreamConfig:
     bootstrap_servers: str
     events_topic: str = EVENTS_TOPIC
-    checkpoint: Path = Path(".kmon/checkpoint")
+    checkpoint: Path = field(default_factory=lambda: state_dir() / "checkpoint")
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 9308
     master: str | None = "local[*]"   # None: keep the master spark-submit set

@@ -28,7 +28,7 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
                 help="Kafka client properties for the events cluster (security.protocol, sasl.*, ssl.*), "
                      "as the Kafka tools' --command-config, given to Spark's Kafka source; each can also be "
                      "set as KMON_EVENTS_KAFKA_<KEY>")
-    config.flag(p, "--checkpoint", default=StreamConfig.checkpoint, type=Path,
+    config.flag(p, "--checkpoint", default=StreamConfig(bootstrap_servers="").checkpoint, type=Path,
                 help="checkpoint directory (Spark state + the views' record log)")
     config.flag(p, "--history-dir", type=Path, metavar="DIR",
                 help="where the transition history is written (kmon history reads it; default: <checkpoint>/history)")

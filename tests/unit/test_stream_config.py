@@ -71,3 +71,17 @@ def test_state_partitions_default_to_the_local_masters_cores(master: str | None,
     expected = cores if cores is not None else (os.cpu_count() or 1)
     assert shuffle_partitions(StreamConfig(bootstrap_servers="k", master=master)) == expected
     assert shuffle_partitions(StreamConfig(bootstrap_servers="k", master=master, shuffle_partitions=7)) == 7
+
+
+def test_the_default_checkpoint_is_the_users_state_directory_whatever_the_working_directory(
+        jar_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("KMON_CHECKPOINT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    here = parse("--bootstrap-servers", "k1:9092").checkpoint
+    monkeypatch.chdir(jar_cache)
+    assert parse("--bootstrap-servers", "k1:9092").checkpoint == here == tmp_path / "state" / "kmon" / "checkpoint"
+    history = build_parser().parse_args(["history"]).dir
+    assert history == here / "history"
+    monkeypatch.setenv("KMON_CHECKPOINT", "/srv/kmon")
+    assert parse("--bootstrap-servers", "k1:9092").checkpoint == Path("/srv/kmon")
