@@ -55,12 +55,18 @@ def main() -> int:
     pe.add_argument("--quiet", type=float, default=45.0, help="quiet seconds after each fault")
     pe.add_argument("--plot", metavar="PNG", help="also draw fault -> first alert per system (needs .[bench])")
     pe.add_argument("--workdir", type=Path, help="keep the stack and its logs here (default: a temporary directory)")
-    pl = sub.add_parser("plot", help="draw the stream cost curve from the JSON rows `stream` printed on stderr")
-    pl.add_argument("rows", help="a file holding the JSON list of rows")
+    pl = sub.add_parser("plot", help="draw the stream cost curve, or the peers' fault -> alert times, from the JSON "
+                                     "that `stream` or `peers` printed on stderr")
+    pl.add_argument("rows", help="a file holding `stream`'s JSON list of rows or `peers`' JSON tables")
     pl.add_argument("png")
     args = p.parse_args()
     if args.what == "plot":
-        plot.cost_curve(json.load(open(args.rows)), args.png)
+        with open(args.rows) as f:
+            rows = json.load(f)
+        if isinstance(rows, dict):   # peers: its tables by name
+            plot.alert_times(rows["faults"], args.png)
+        else:
+            plot.cost_curve(rows, args.png)
         return 0
     log = lambda msg: print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
     print(f"machine: {platform.node()} {platform.machine()}, python {platform.python_version()}", file=sys.stderr)

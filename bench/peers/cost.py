@@ -59,10 +59,11 @@ def grow(ctx: Ctx, partitions: int, progress: Callable[[str], None]) -> int:
     def existing() -> set[str]:
         return {t for t in ctx.admin.list_topics(timeout=60).topics if t.startswith("peers-size-")}
     names = [f"peers-size-{i:04d}" for i in range(partitions // PER_TOPIC)]
-    for i in range(0, len(names), 10):
-        batch = [n for n in names[i:i + 10] if n not in existing()]
-        for name, f in ctx.admin.create_topics([NewTopic(n, PER_TOPIC, 3) for n in batch],
-                                               request_timeout=300, operation_timeout=300).items():
+    missing = [n for n in names if n not in existing()]   # the smaller sizes' topics stay
+    for i in range(0, len(missing), 10):
+        batch = missing[i:i + 10]
+        for f in ctx.admin.create_topics([NewTopic(n, PER_TOPIC, 3) for n in batch],
+                                         request_timeout=300, operation_timeout=300).values():
             try:
                 f.result(320)
             except KafkaException as e:
@@ -70,8 +71,8 @@ def grow(ctx: Ctx, partitions: int, progress: Callable[[str], None]) -> int:
                                             KafkaError.TOPIC_ALREADY_EXISTS):
                     raise
         wait(lambda: set(batch) <= existing(), 600, f"topics {batch[0]}.. created", interval=5)
-        if (i // 10) % 10 == 9 or i + 10 >= len(names):
-            progress(f"  {min(len(names), i + 10) * PER_TOPIC} partitions created")
+        if (i // 10) % 10 == 9 or i + 10 >= len(missing):
+            progress(f"  {(len(names) - len(missing) + min(len(missing), i + 10)) * PER_TOPIC} partitions created")
 
     def led() -> bool:
         md = ctx.admin.list_topics(timeout=60)
