@@ -134,6 +134,9 @@ class PartitionState:
     controller_epoch: Int32
     leader_recovery_state: Annotated[int, Range(0, 1)] = 0   # 0 recovered, 1 recovering (KIP-704)
     format_version: Int32 = 1
+    # The topic is queued for deletion (/admin/delete_topics/<t>): the controller now takes its
+    # replicas offline one by one, which shrinks the ISR without any broker failing.
+    deleting: bool = False
 
 
 @dataclass(frozen=True)
@@ -352,6 +355,8 @@ def _fast_check(hint: Any, tag: str, env: dict[str, Any]) -> list[str]:
         return [f"if type(v) is not int or not {-INT64_MAX - 1} <= v <= {INT64_MAX}: raise Slow"]
     if hint is str:
         return ["if type(v) is not str or not v.isascii(): raise Slow"]
+    if hint is bool:
+        return ["if type(v) is not bool: raise Slow"]
     if hint is Any:
         return []
     if origin is Literal and all(type(a) is str for a in args):
@@ -427,7 +432,13 @@ def _str(value: Any) -> str:
     return value
 
 
-_SCALAR_CONVERTERS: dict[Any, Convert] = {int: _int, float: _float, str: _str, Any: lambda value: value}
+def _bool(value: Any) -> bool:
+    if type(value) is not bool:   # not 0/1, not "true"
+        raise MalformedEvent(f"should be true or false, got {_short(value)}")
+    return value
+
+
+_SCALAR_CONVERTERS: dict[Any, Convert] = {int: _int, float: _float, str: _str, bool: _bool, Any: lambda value: value}
 
 
 def _bounded(convert: Convert, bounds: Range, value: Any) -> Any:

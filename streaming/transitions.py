@@ -22,7 +22,8 @@ class PartitionTransitions:
 
 
 def partition_transitions(prev: PartitionState | None, new: PartitionState) -> PartitionTransitions:
-    if prev is None:
+    # A topic being deleted loses its replicas one by one: the controller's doing, not a failure.
+    if prev is None or new.deleting:
         return PartitionTransitions()
     old_isr, new_isr = frozenset(prev.isr), frozenset(new.isr)
     # Going offline (leader -> -1) is not an election; coming back (-1 -> b) is one.

@@ -222,7 +222,12 @@ class ZkTree:
         if role is Role.PARTITION and entity[2] not in self._assigned(topic):
             return Read.IGNORE
         # while a topic is being deleted its znodes only disappear: no exists-watches left behind
-        return Read.WATCH if topic in self._children.get(self.paths.delete_topics, ()) else Read.WATCH_CREATE
+        return Read.WATCH if self._deleting(topic) else Read.WATCH_CREATE
+
+    def _deleting(self, topic: str) -> bool:
+        """Queued for deletion. The marker's listing is read before any ISR write the deletion
+        makes: one session sees ZooKeeper's changes in zxid order."""
+        return topic in self._children.get(self.paths.delete_topics, ())
 
     def _assigned(self, topic: str) -> Iterable[int]:
         node = self._nodes.get(self.paths.topic(topic))
@@ -327,6 +332,8 @@ class ZkTree:
         if any(p in self._unparsed for p in parts):   # a part never parsed: unknown, neither emitted nor deleted
             return None
         state = self._state(entity, [self._nodes.get(p) for p in parts])
+        if state is not None and entity[0] == "partition" and self._deleting(entity[1]):
+            state = dataclasses.replace(state, deleting=True)
         nodes = {p: self._nodes[p] for p in parts if p in self._nodes}
         zxid = max(nodes[p].mzxid if p in nodes else self._absent.get(p, 0) for p in parts)
         if state is None:

@@ -225,6 +225,9 @@ def test_topic_created_extended_and_deleted(stack: LocalStack, topic_name: str) 
         for entity in (f"topic:{topic_name}", *(f"partition:{topic_name}:{p}" for p in range(3))):
             h.log.wait(lambda l: l.by_key[f"{CLUSTER}/{entity}"][-2:] == [l.of(entity)[-1], None]
                        and l.of(entity)[-1].op == "delete", f"{entity}: delete then tombstone")
+        # the controller took the replicas offline to delete them: no broker left an ISR
+        states = [s for p in range(3) for s in h.log.upserts(f"partition:{topic_name}:{p}")]
+        assert [s for s in states if len(s.isr) < 2 and not s.deleting] == []
         deleted_at = h.log.of(f"topic:{topic_name}")[-1].zxid
         assert deleted_at > max(e.zxid for e in h.log.of(f"topic:{topic_name}")[:-1])
         # the controller's deletion marker, if it lived long enough to be read, is gone again

@@ -1,3 +1,5 @@
+import dataclasses
+
 from kmon.events import ControllerState, GroupState, PartitionState
 from streaming.transitions import (PartitionTransitions, controller_transitions, group_transitions,
                                    partition_transitions)
@@ -49,6 +51,12 @@ def test_coming_back_from_offline_is_an_election():
 def test_unclean_election_leader_not_in_previous_isr():
     t = partition_transitions(part(-1, (1,)), part(2, (2,)))
     assert t.election and t.unclean and t.shrinks == {1} and t.expands == {2}
+
+
+def test_a_topic_being_deleted_loses_replicas_without_a_shrink():
+    deleting = dataclasses.replace(part(-1, (2,)), deleting=True)
+    assert partition_transitions(part(1, (1, 2)), deleting) == PartitionTransitions()
+    assert partition_transitions(deleting, dataclasses.replace(deleting, isr=())) == PartitionTransitions()
 
 
 def test_isr_reordering_is_no_change():

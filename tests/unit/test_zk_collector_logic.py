@@ -186,12 +186,34 @@ def test_new_topic_and_added_partition_are_followed(tree: ZkTree, zk: FakeZk) ->
     assert event.entity == "partition:pay:1"
 
 
+def test_only_the_partitions_of_a_topic_queued_for_deletion_say_so(tree: ZkTree, zk: FakeZk) -> None:
+    set_state(zk, "orders", 1, leader=2, isr=[2], epoch=1)
+    [shrunk], _ = follow(tree, zk, "/kafka/brokers/topics/orders/partitions/1/state")
+    assert shrunk.data.deleting is False
+    add_topic(zk, "pay", {0: [1, 2]})
+    follow(tree, zk, "/kafka/brokers/topics")
+    zk.set("/kafka/admin/delete_topics/pay", b"")
+    follow(tree, zk, "/kafka/admin/delete_topics")
+    set_state(zk, "orders", 1, leader=2, isr=[2, 1], epoch=2)
+    set_state(zk, "pay", 0, leader=-1, isr=[2], epoch=1)
+    events, _ = follow(tree, zk, "/kafka/brokers/topics/orders/partitions/1/state",
+                       "/kafka/brokers/topics/pay/partitions/0/state")
+    assert {e.entity: e.data.deleting for e in events} == {"partition:orders:1": False, "partition:pay:0": True}
+    # a snapshot while the deletion runs says it too
+    assert {e.entity: e.data.deleting for e in snapshot(tree, zk) if e.kind == "partition"} == {
+        "partition:orders:0": False, "partition:orders:1": False, "partition:pay:0": True}
+
+
 def test_deleted_topic_deletes_partitions_then_topic_at_the_listing_pzxid(tree: ZkTree, zk: FakeZk) -> None:
     zk.set("/kafka/admin/delete_topics/orders", b"")
     [marker], _ = follow(tree, zk, "/kafka/admin/delete_topics")
     assert (marker.entity, marker.op) == ("topic_deletion:orders", "upsert")
     # being deleted: a vanished partition state gets no exists-watch
     assert tree.read_mode("/kafka/brokers/topics/orders/partitions/0/state") is Read.WATCH
+    # the controller takes the replicas offline: the states say why their ISRs shrink
+    set_state(zk, "orders", 0, leader=-1, isr=[2], epoch=1)
+    [offline], _ = follow(tree, zk, "/kafka/brokers/topics/orders/partitions/0/state")
+    assert (offline.data.isr, offline.data.deleting) == ((2,), True)
     zk.delete("/kafka/brokers/topics/orders")
     zk.delete("/kafka/config/topics/orders")
     zk.delete("/kafka/admin/delete_topics/orders")
