@@ -101,4 +101,10 @@ def tree_cpu_seconds(pid: int) -> float:
 
 
 def tree_rss_mb(pid: int, field: str = "VmRSS") -> float:
-    return sum(rss_mb(p, field) for p in [pid, *descendants(pid)])
+    total = 0.0
+    for p in [pid, *descendants(pid)]:
+        try:
+            total += rss_mb(p, field)
+        except (OSError, ValueError):   # ended since the listing, or a zombie (no memory left)
+            continue
+    return total
