@@ -1,6 +1,6 @@
 """The scripted faults of `python -m bench peers`, one after the other on one cluster.
 
-Each fault returns a :class:`FaultRun`: when it began, its moment (the action an alert
+Each fault returns a :class:`FaultRun`: its moment (the action an alert
 should follow: a kill, a stop, a stalled commit...) and its culprit (the broker, topic or
 group an on-call person must find); it returns once the cluster is whole again. Every wait
 is on the cluster's own state (ZooKeeper, the Admin API), never on what kmon or a peer
@@ -37,8 +37,7 @@ class FaultRun:
     name: str
     what: str
     culprit: dict[str, str]     # label -> value the on-call person must find; {} when the cluster is the culprit
-    began: float
-    moment: float = 0.0
+    moment: float = 0.0         # set when the fault's action happens
     notes: list[str] = field(default_factory=list)
 
 
@@ -150,6 +149,12 @@ def _topic(ctx: Ctx, name: str, assignment: list[list[int]], **config: str) -> N
     wait(created, 60, f"topic {name} created", interval=0.5)
 
 
+def _spread(ctx: Ctx, partitions: int) -> list[list[int]]:
+    """An assignment on every broker, each partition's preferred leader the next broker."""
+    brokers = ctx.stack.broker_ids()
+    return [brokers[p % len(brokers):] + brokers[:p % len(brokers)] for p in range(partitions)]
+
+
 def _delete_topic(ctx: Ctx, name: str) -> None:
     ctx.admin.delete_topics([name])[name].result(60)
     wait(lambda: not ctx.stack.zk_exists(f"/brokers/topics/{name}"), 120, f"topic {name} deleted", interval=1)
@@ -171,7 +176,7 @@ def follower_kill(ctx: Ctx) -> FaultRun:
     leaders = _leaders(ctx)
     victim = ctx.victim(_others(ctx, ctx.stack.controller_id()), lambda b: leaders[b])
     run = FaultRun("follower kill", f"SIGKILL broker {victim} (leads {leaders[victim]} partitions), restart "
-                   f"{HOLD_S:g} s after its registration expired", {"broker": str(victim)}, time.time())
+                   f"{HOLD_S:g} s after its registration expired", {"broker": str(victim)})
     run.moment = time.time()
     ctx.stack.kill_broker(victim)
     _hold_after(ctx, lambda: _gone(ctx, victim), f"broker {victim}'s registration expired")
@@ -183,7 +188,7 @@ def follower_kill(ctx: Ctx) -> FaultRun:
 def controller_kill(ctx: Ctx) -> FaultRun:
     victim = ctx.victim([ctx.stack.controller_id()])
     run = FaultRun("controller kill", f"SIGKILL the controller, broker {victim}; restart {HOLD_S:g} s after "
-                   "a new one took over", {"broker": str(victim)}, time.time())
+                   "a new one took over", {"broker": str(victim)})
     run.moment = time.time()
     ctx.stack.kill_broker(victim)
     _hold_after(ctx, lambda: ctx.stack.controller_id() not in (-1, victim), "a new controller")
@@ -194,7 +199,7 @@ def controller_kill(ctx: Ctx) -> FaultRun:
 
 def controller_flapping(ctx: Ctx, kills: int = 3) -> FaultRun:
     run = FaultRun("controller flapping", f"{kills} controllers SIGKILLed in a row, each restarted once the "
-                   "next took over", {}, time.time())
+                   "next took over", {})
     run.moment = time.time()
     for _ in range(kills):
         victim = ctx.victim([ctx.stack.controller_id()])
@@ -208,14 +213,13 @@ def controller_flapping(ctx: Ctx, kills: int = 3) -> FaultRun:
 
 def leader_kill(ctx: Ctx) -> FaultRun:
     topic = "peers-leaders"
-    brokers = ctx.stack.broker_ids()
-    _topic(ctx, topic, [[brokers[p % 3], brokers[(p + 1) % 3], brokers[(p + 2) % 3]] for p in range(6)])
+    _topic(ctx, topic, _spread(ctx, 6))
     wait(lambda: _balanced(ctx), 120, "every partition led by its preferred replica", interval=3)
     leaders = _leaders(ctx)
     victim = ctx.victim(_others(ctx, ctx.stack.controller_id()), lambda b: -leaders[b])
     run = FaultRun("leader kill", f"SIGKILL broker {victim} (leads {leaders[victim]} partitions), restart "
                    f"{HOLD_S:g} s after its registration expired, then {HOLD_S:g} s imbalanced, then a "
-                   "preferred election", {"broker": str(victim)}, time.time())
+                   "preferred election", {"broker": str(victim)})
     run.moment = time.time()
     ctx.stack.kill_broker(victim)
     _hold_after(ctx, lambda: _gone(ctx, victim), f"broker {victim}'s registration expired")
@@ -231,7 +235,7 @@ def follower_stall(ctx: Ctx) -> FaultRun:
     leaders = _leaders(ctx)
     victim = ctx.victim(_others(ctx, ctx.stack.controller_id()), lambda b: leaders[b])
     run = FaultRun("follower stall", f"SIGSTOP broker {victim} for {STALL_S:g} s (past replica.lag.time.max.ms, "
-                   "within its ZooKeeper session), then SIGCONT", {"broker": str(victim)}, time.time())
+                   "within its ZooKeeper session), then SIGCONT", {"broker": str(victim)})
     run.moment = time.time()
     ctx.stack.send_signal(f"broker-{victim}", signal.SIGSTOP)
     expired = False
@@ -250,12 +254,10 @@ def follower_stall(ctx: Ctx) -> FaultRun:
 
 def min_isr(ctx: Ctx) -> FaultRun:
     topic = "peers-min-isr"
-    brokers = ctx.stack.broker_ids()
-    _topic(ctx, topic, [[brokers[p % 3], brokers[(p + 1) % 3], brokers[(p + 2) % 3]] for p in range(3)],
-           **{"min.insync.replicas": "3"})
+    _topic(ctx, topic, _spread(ctx, 3), **{"min.insync.replicas": "3"})
     victim = ctx.victim(_others(ctx, ctx.stack.controller_id()))
     run = FaultRun("under min ISR", f"topic {topic} (RF 3, min.insync.replicas 3): SIGKILL broker {victim}, restart "
-                   f"{HOLD_S:g} s after its registration expired", {"topic": topic}, time.time())
+                   f"{HOLD_S:g} s after its registration expired", {"topic": topic})
     run.moment = time.time()
     ctx.stack.kill_broker(victim)
     _hold_after(ctx, lambda: _gone(ctx, victim), f"broker {victim}'s registration expired")
@@ -275,7 +277,7 @@ def unclean_election(ctx: Ctx) -> FaultRun:
         return _partitions(ctx)[(topic, 0)]
     run = FaultRun("unclean election", f"topic {topic} (RF 2, unclean elections allowed): its follower {follower} "
                    f"SIGKILLed and out of the ISR, then its leader {leader} SIGKILLed (offline), then the follower "
-                   "restarted (elected uncleanly), then the old leader", {"topic": topic}, time.time())
+                   "restarted (elected uncleanly), then the old leader", {"topic": topic})
     ctx.stack.kill_broker(follower)
     wait(lambda: state()["isr"] == [leader], 120, "the follower out of the ISR", interval=0.2)
     run.moment = time.time()   # from here the partition's only in-sync replica dies
@@ -315,7 +317,7 @@ def reassignment(ctx: Ctx, megabytes: int = 20, rate: int = 2_000_000) -> FaultR
     _alter(ctx, [*brokers, throttled])
     target = [a, controller]
     run = FaultRun("reassignment", f"topic {topic}'s partition ({megabytes} MB) moved from {[a, b]} to {target} "
-                   f"at {rate / 1e6:g} MB/s (throttled)", {}, time.time())
+                   f"at {rate / 1e6:g} MB/s (throttled)", {})
     run.moment = time.time()
     with ctx.stack.zk() as zk:
         zk.create("/admin/reassign_partitions", json.dumps(
@@ -400,8 +402,7 @@ def _delete_group(ctx: Ctx, group: str) -> None:
 
 
 def _group_topic(ctx: Ctx, name: str) -> None:
-    brokers = ctx.stack.broker_ids()
-    _topic(ctx, name, [brokers, brokers[1:] + brokers[:1]])
+    _topic(ctx, name, _spread(ctx, 2))
 
 
 def rebalance_storm(ctx: Ctx, pairs: int = 5) -> FaultRun:
@@ -412,7 +413,7 @@ def rebalance_storm(ctx: Ctx, pairs: int = 5) -> FaultRun:
     try:
         wait(lambda: _stable(ctx, group, 1), 120, f"{group} stable", interval=0.5)
         run = FaultRun("rebalance storm", f"group {group}: a second member joined and left {pairs} times "
-                       f"({2 * pairs} rebalances)", {"group": group}, time.time())
+                       f"({2 * pairs} rebalances)", {"group": group})
         run.moment = time.time()
         for _ in range(pairs):
             joining = Member(ctx.bootstrap, group, topic)
@@ -440,7 +441,7 @@ def stuck_rebalance(ctx: Ctx) -> FaultRun:
         wait(lambda: _stable(ctx, group, 1), 120, f"{group} stable", interval=0.5)
         run = FaultRun("stuck rebalance", f"group {group}: its member stops polling, a second one joins; the "
                        f"rebalance waits for the first (max.poll.interval.ms 300 s), released after "
-                       f"kmon's alert or {STUCK_CAP_S:g} s", {"group": group}, time.time())
+                       f"kmon's alert or {STUCK_CAP_S:g} s", {"group": group})
         held.polling.clear()
         run.moment = time.time()
         newcomer = Member(ctx.bootstrap, group, topic)
@@ -499,7 +500,7 @@ def stalled_consumer(ctx: Ctx, rate: float = 20.0) -> FaultRun:
         time.sleep(60)
         run = FaultRun("stalled consumer", f"group {group}: its consumer goes on polling but stops committing "
                        f"while {rate:g} messages/s arrive; released after kmon's lag alert or {LAG_CAP_S:g} s",
-                       {"group": group}, time.time())
+                       {"group": group})
         member.committing.clear()
         run.moment = time.time()
         _hold_until_said(ctx, run, "ConsumerGroupLagSeconds", LAG_CAP_S)

@@ -6,10 +6,6 @@ from dataclasses import dataclass
 from bench.peers.faults import FaultRun
 from bench.peers.watch import BURROW, HEALTHY, JMX, KMON, SYSTEMS, Alert, BurrowStatus
 
-# what names the culprit in each system's labels: kmon's labels are the culprit's own; the peer's
-# `broker` is the broker whose agent reported the series (see alerts.yml), which names a culprit
-# only when that broker is the one at fault
-CULPRIT_LABELS = {"broker": ("broker",), "topic": ("topic",), "group": ("group",)}
 
 
 @dataclass(frozen=True)
@@ -26,11 +22,12 @@ def _in(phase: Phase, t: float) -> bool:
 
 
 def _names(system: str, alerts: list[Alert], culprit: dict[str, str]) -> bool | None:
-    """Do the labels of ``alerts`` name the culprit? None when the cluster itself is the culprit."""
+    """Do the labels of ``alerts`` name the culprit? None when the cluster itself is the culprit.
+    kmon's labels are the culprit's own; the peer's `broker` is the broker whose agent reported the
+    series (see alerts.yml), which names the culprit only when that broker is the one at fault."""
     if not culprit:
         return None
-    return any(a.labels.get(label) == value for a in alerts for key, value in culprit.items()
-               for label in CULPRIT_LABELS[key])
+    return any(a.labels.get(key) == value for a in alerts for key, value in culprit.items())
 
 
 def fault_rows(phases: list[Phase], alerts: list[Alert], groups: dict[str, BurrowStatus]) -> list[dict]:

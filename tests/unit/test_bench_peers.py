@@ -24,8 +24,8 @@ def _alert(system: str, name: str, active_at: float, fired_at: float | None, **l
 
 
 def test_alerts_are_attributed_by_when_they_began_and_named_by_their_labels() -> None:
-    kill = FaultRun("follower kill", "SIGKILL broker 3", {"broker": "3"}, began=100, moment=101)
-    stuck = FaultRun("stuck rebalance", "held", {"group": "g"}, began=300, moment=305)
+    kill = FaultRun("follower kill", "SIGKILL broker 3", {"broker": "3"}, moment=101)
+    stuck = FaultRun("stuck rebalance", "held", {"group": "g"}, moment=305)
     phases = [Phase("quiet baseline", 0, 100), Phase("follower-kill", 100, 200, kill),
               Phase("quiet after", 200, 300), Phase("stuck-rebalance", 300, 600, stuck)]
     alerts = [
