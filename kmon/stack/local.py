@@ -234,10 +234,11 @@ class LocalStack:
         c = self.component(name)
         if c.alive():
             raise StackError(f"{name} is already running (pid {c.pid})")
-        self._spawn(c)
         if name.startswith("broker-"):
-            self._wait_broker(int(name.split("-")[1]), timeout)
-        elif name == EVENTS:
+            self._start_broker(c, timeout)
+            return
+        self._spawn(c)
+        if name == EVENTS:
             self._wait_events_node(timeout)
         elif c.ready_url:
             wait_until(lambda: http_ok(c.ready_url), timeout, f"{name} (log: {c.log})", alive=c.alive)
@@ -405,6 +406,24 @@ class LocalStack:
         wait_until(lambda: serves_metadata(c.port, configs.EVENTS_NODE_ID), timeout,
                    f"events cluster (log: {c.log})", interval=0.5, alive=c.alive)
         log.info("events cluster serving on 127.0.0.1:%d", c.port)
+
+    def _start_broker(self, c: Component, timeout: float, attempts: int = 3) -> None:
+        """Kafka exits when its ZooKeeper session expires while it starts, which a short session
+        on a loaded machine allows (the fast profile's 6 s): that one cause is started again."""
+        for attempt in range(1, attempts + 1):
+            logged = Path(c.log).stat().st_size if Path(c.log).exists() else 0
+            self._spawn(c)
+            try:
+                self._wait_broker(int(c.name.split("-")[1]), timeout)
+                return
+            except RuntimeError:
+                with open(c.log, "rb") as f:
+                    f.seek(logged)
+                    said = f.read().decode(errors="replace")
+                if attempt == attempts or c.alive() or "SessionExpiredException" not in said:
+                    raise
+                log.warning("%s lost its ZooKeeper session while starting (attempt %d of %d): starting it again",
+                            c.name, attempt, attempts)
 
     def _wait_broker(self, broker_id: int, timeout: float = 90) -> None:
         c = self.component(f"broker-{broker_id}")
