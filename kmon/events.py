@@ -349,12 +349,8 @@ def _fast_check(hint: Any, tag: str, env: dict[str, Any]) -> list[str]:
     if origin in (typing.Union, types.UnionType):
         (inner,) = (a for a in args if a is not type(None))
         return ["if v is not None:", *("    " + line for line in _fast_check(inner, tag, env) or ["pass"])]
-    if origin is Annotated and args[0] is int:
-        return [f"if type(v) is not int or not {args[1].lo} <= v <= {args[1].hi}: raise Slow"]
-    if hint is int:
-        return [f"if type(v) is not int or not {-INT64_MAX - 1} <= v <= {INT64_MAX}: raise Slow"]
-    if hint is str:
-        return ["if type(v) is not str or not v.isascii(): raise Slow"]
+    if (valid := _fast_scalar(hint, "v")) is not None:
+        return [f"if not ({valid}): raise Slow"]
     if hint is bool:
         return ["if type(v) is not bool: raise Slow"]
     if hint is Any:
@@ -362,6 +358,10 @@ def _fast_check(hint: Any, tag: str, env: dict[str, Any]) -> list[str]:
     if origin is Literal and all(type(a) is str for a in args):
         env[tag] = frozenset(args)
         return [f"if type(v) is not str or v not in {tag}: raise Slow"]
+    if origin is collections.abc.Mapping and args[0] is str and (valid := _fast_scalar(args[1], "x")) is not None:
+        # the dict json.loads made is kept as it is
+        return [f"if type(v) is not dict or not all({_fast_scalar(str, 'x')} for x in v) "
+                f"or not all({valid} for x in v.values()): raise Slow"]
     item = typing.get_args(args[0]) if origin is tuple else ()
     if item and item[0] is int and typing.get_origin(args[0]) is Annotated:
         lo, hi = item[1].lo, item[1].hi
@@ -369,6 +369,19 @@ def _fast_check(hint: Any, tag: str, env: dict[str, Any]) -> list[str]:
                 f"or (v and not ({lo} <= min(v) and max(v) <= {hi})): raise Slow", "v = tuple(v)"]
     env[tag] = _fast(hint) if dataclasses.is_dataclass(hint) else _converter(hint)
     return [f"v = {tag}(v)"]
+
+
+def _fast_scalar(hint: Any, var: str) -> str | None:
+    """An expression true when ``var`` holds a valid value of ``hint``; None if it is no int or str."""
+    if hint is str:
+        return f"type({var}) is str and {var}.isascii()"
+    if hint is int:
+        return f"type({var}) is int and {-INT64_MAX - 1} <= {var} <= {INT64_MAX}"
+    if typing.get_origin(hint) is Annotated and typing.get_args(hint)[0] is int:
+        bounds = typing.get_args(hint)[1]
+        return f"type({var}) is int and {bounds.lo} <= {var} <= {bounds.hi}"
+    return None
+
 
 _ENVELOPE = frozenset(f.name for f in fields(Event))
 _DECIMAL = re.compile(r"-?(0|[1-9][0-9]{0,18})")   # an int map key as JSON writes it

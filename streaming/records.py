@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from kmon.events import (MARKER_KINDS, STATE_TYPES, Event, GroupState, Int64, MalformedEvent,
-                         SnapshotMarker, decode, encode, from_plain, parse_json, plain)
+                         Source, SnapshotMarker, decode, from_plain, parse_json, plain)
 from streaming.transitions import controller_transitions, group_transitions, partition_transitions
 
 # Counter keys. Per-broker counters are "<name>:<broker id>".
@@ -52,17 +52,19 @@ class Applied(enum.StrEnum):
 
 @dataclass(frozen=True)
 class EntityRecord:
+    """One entity's state and counters. Stored as itself in JSON (record_to_json), its fields
+    typed like an event's, so a stored record is validated as strictly as an event."""
     cluster: str
     entity: str
     kind: str                  # for snapshot:<source>, the kind of the latest marker
-    source: str
+    source: Source
     state: Any                 # STATE_TYPES[kind]; None when deleted
-    zxid: int | None           # newest zxid applied (kept on a tombstone against resurrection)
-    counters: Mapping[str, int] = field(default_factory=dict)
-    last_observed_ms: int = 0
+    zxid: Int64 | None         # newest zxid applied (kept on a tombstone against resurrection)
+    counters: Mapping[str, Int64] = field(default_factory=dict)
+    last_observed_ms: Int64 = 0
     # groups: when the current group state began; snapshot:<source>: when the last
     # completed snapshot began
-    state_since_ms: int | None = None
+    state_since_ms: Int64 | None = None
     deleted: bool = False
     # entities: the last resync snapshot that contained them;
     # snapshot:<source>: the last snapshot that completed
@@ -229,39 +231,50 @@ def _apply_marker(record: EntityRecord | None, event: Event) -> tuple[EntityReco
 
 # ---------------------------------------------------------------- state-store form
 
-@dataclass(frozen=True)
-class _Stored:
-    """A record as the state store and the record log hold it: its state travels as a kmon
-    event, so a stored record is validated as strictly as an event on the topic."""
-    event: str
-    counters: Mapping[str, Int64]
-    state_since_ms: Int64 | None
-
-
 # "<name>" or "<name>:<broker id>": the views parse the broker back (see broker_counter)
 _COUNTER_KEY = re.compile(r"[a-z_]+(:(0|[1-9][0-9]{0,9}))?")
 
 
 def record_to_json(record: EntityRecord) -> str:
-    """The record as a JSON string (see _Stored)."""
-    op = "delete" if record.deleted else "marker" if record.kind in MARKER_KINDS else "upsert"
-    event = Event(cluster=record.cluster, source=record.source, kind=record.kind,
-                  entity=record.entity, op=op, observed_ms=record.last_observed_ms,
-                  data=record.state, zxid=record.zxid, snapshot_id=record.snapshot_id)
-    stored = _Stored(encode(event).decode(), dict(record.counters), record.state_since_ms)
-    return json.dumps(plain(stored), separators=(",", ":"), sort_keys=True)
+    """The record as the state store and the record log hold it: its fields as JSON."""
+    return json.dumps(plain(record), separators=(",", ":"))
 
 
 def record_from_json(text: str) -> EntityRecord:
     """Inverse of record_to_json; raises kmon.events.MalformedEvent, and nothing else, on a
     corrupt record or one that a laxer version of kmon let in."""
-    stored: _Stored = from_plain(_Stored, parse_json(text))
-    bad = [key for key in stored.counters if not _COUNTER_KEY.fullmatch(key)]
+    doc = parse_json(text)
+    if type(doc) is dict and "event" in doc:
+        return _legacy_record(doc)
+    kind = doc.get("kind") if type(doc) is dict else None
+    if type(kind) is not str or kind not in STATE_TYPES:
+        raise MalformedEvent(f"a stored record of unknown kind {kind!r:.80}")
+    if doc.get("deleted") is not True:
+        doc["state"] = from_plain(STATE_TYPES[kind], doc.get("state"))
+    elif doc.get("state") is not None:
+        raise MalformedEvent("a stored record of a deleted entity with a state")
+    return _checked_counters(from_plain(EntityRecord, doc))
+
+
+def _checked_counters(record: EntityRecord) -> EntityRecord:
+    bad = [key for key in record.counters if not _COUNTER_KEY.fullmatch(key)]
     if bad:
         raise MalformedEvent(f"counter keys the views cannot read: {bad[:3]}")
+    return record
+
+
+@dataclass(frozen=True)
+class _EventRecord:
+    """A record as kmon stored it until 2026-11-25: its state as a kmon event's JSON text."""
+    event: str
+    counters: Mapping[str, Int64]
+    state_since_ms: Int64 | None
+
+
+def _legacy_record(doc: dict) -> EntityRecord:
+    stored: _EventRecord = from_plain(_EventRecord, doc)
     event = decode(stored.event)
-    return EntityRecord(cluster=event.cluster, entity=event.entity, kind=event.kind,
-                        source=event.source, state=event.data, zxid=event.zxid,
-                        counters=stored.counters, last_observed_ms=event.observed_ms,
-                        state_since_ms=stored.state_since_ms, deleted=event.op == "delete",
-                        snapshot_id=event.snapshot_id)
+    return _checked_counters(EntityRecord(
+        cluster=event.cluster, entity=event.entity, kind=event.kind, source=event.source, state=event.data,
+        zxid=event.zxid, counters=stored.counters, last_observed_ms=event.observed_ms,
+        state_since_ms=stored.state_since_ms, deleted=event.op == "delete", snapshot_id=event.snapshot_id))

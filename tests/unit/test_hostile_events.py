@@ -129,6 +129,7 @@ HOSTILE: dict[type, st.SearchStrategy] = {
     str: st.sampled_from([0, 1, True, 1.5, ["s"], {"0": "s"}]) | surrogate,
     list: st.sampled_from([{}, "1", 1, True]),
     dict: st.sampled_from([[], "x", 0, False]),
+    bool: st.sampled_from([0, 1, "true", None, [True]]),
 }
 
 
@@ -242,10 +243,13 @@ def test_a_bad_stored_record_raises_malformed_event_and_nothing_else(kind: str, 
     record = record_of(event)
     assume(record is not None)   # an end marker without its begin makes none
     stored = json.loads(record)
-    if data.draw(st.booleans()):   # the state, as decode sees it
-        text = json.dumps({**stored, "event": data.draw(poisoned(wire(event)))})
-    else:                          # the record around it
+    where = data.draw(st.sampled_from(["state", "record", "legacy"] if stored["state"] else ["record", "legacy"]))
+    if where == "state":     # the state, as decode sees an event's
+        text = json.dumps({**stored, "state": json.loads(data.draw(poisoned(stored["state"])))})
+    elif where == "record":  # the record around it
         text = data.draw(poisoned(stored))
+    else:                    # a record stored before 2026-11-25: the state as an event's text
+        text = json.dumps({"event": data.draw(poisoned(wire(event))), "counters": {}, "state_since_ms": None})
     with pytest.raises(MalformedEvent):
         record_from_json(text)
 

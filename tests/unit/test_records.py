@@ -270,9 +270,21 @@ def test_json_round_trip(events):
 
 def test_corrupt_json_state_raises_malformed():
     rec, _ = fold(FOLLOWER_DIES)
-    broken = record_to_json(rec).replace('\\"leader\\":1', '\\"leader\\":\\"x\\"')
+    broken = record_to_json(rec).replace('"leader":1', '"leader":"x"')
+    assert broken != record_to_json(rec)
     with pytest.raises(MalformedEvent):
         record_from_json(broken)
+
+
+def test_a_record_stored_with_its_event_as_text_is_read():
+    """Checkpoints and record logs written before 2026-11-25 hold the state as an event's JSON text."""
+    rec, _ = fold(FOLLOWER_DIES)
+    event = encode(Event(cluster=rec.cluster, source=rec.source, kind=rec.kind, entity=rec.entity, op="upsert",
+                         observed_ms=rec.last_observed_ms, data=rec.state, zxid=rec.zxid)).decode()
+    legacy = {"event": event, "counters": dict(rec.counters), "state_since_ms": None}
+    assert record_from_json(json.dumps(legacy)) == rec
+    with pytest.raises(MalformedEvent):
+        record_from_json(json.dumps({**legacy, "event": event.replace('"leader":1', '"leader":"x"')}))
 
 
 @pytest.mark.parametrize("events", [
