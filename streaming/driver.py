@@ -62,7 +62,7 @@ class ViewDriver:
                 if row["newest_observed_ms"] is not None:
                     ms = int(row["newest_observed_ms"])  # type: ignore[arg-type]
                     newest[(cluster, source)] = max(ms, newest.get((cluster, source), ms))
-            transitions.extend(Transition(**t) for t in row["transitions"])  # type: ignore[union-attr]
+            transitions.extend(Transition(*t) for t in row["transitions"])  # type: ignore[union-attr]
             for source, n in row["malformed"].items():  # type: ignore[union-attr]
                 malformed[(cluster, source)] += n
             if row["malformed"]:

@@ -21,6 +21,7 @@ from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Iterator
 
 from kmon.events import MalformedEvent, decode, parse_json
+from kmon.history import Transition
 from streaming.history import transitions
 from streaming.records import (UNKNOWN_SOURCE, Applied, apply_event, cluster_of, record_from_json,
                                record_to_json)
@@ -46,7 +47,7 @@ def fold(key: str, state: str | None, rows: list[tuple[int, int, str | None]]) -
     events: dict[str, int] = {}
     malformed: list[tuple[int, int, str, str]] = []   # (partition, offset, source, why) per bad event
     newest = None
-    history: list[dict[str, object]] = []   # kmon.history.Transition rows, in the key's order
+    history: list[Transition] = []   # in the key's order
     for partition, offset, value in sorted(rows, key=lambda r: (r[0], r[1])):
         if value is None:  # tombstone after a delete event: compaction's business, not ours
             continue
@@ -62,7 +63,7 @@ def fold(key: str, state: str | None, rows: list[tuple[int, int, str | None]]) -
         before = record
         record, applied = apply_event(record, event)
         if applied is Applied.APPLIED and record is not None:
-            history.extend(vars(t) for t in transitions(before, record, event))   # flat: no plain() needed
+            history.extend(transitions(before, record, event))
         if applied is Applied.MALFORMED:
             malformed.append((int(partition), int(offset), event.source,
                               f"{event.kind}/{event.op} event does not fit the entity's record"))

@@ -9,7 +9,7 @@ import re
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, TextIO
@@ -197,7 +197,7 @@ class JsonLines:
 
     def write(self, rows: list[Transition]) -> None:
         for t in rows:
-            self.stream.write(json.dumps({"time": iso(t.time_ms), **asdict(t)}) + "\n")
+            self.stream.write(json.dumps({"time": iso(t.time_ms), **t._asdict()}) + "\n")
         self.stream.flush()
 
 

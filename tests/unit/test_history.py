@@ -154,8 +154,8 @@ def test_partition_rows_equal_the_counters_whatever_the_batches(steps, cuts):
         zxid += bump   # 0: the same zxid again (a re-read or a half-stale read)
         values.append(_value(partition(zxid, leader, isr)))
     counters, rows = _fold_batches("c1/partition:t:0", _batches(values, cuts))
-    kinds = Counter(r["kind"] for r in rows)
-    by_broker = Counter((r["kind"], r["broker"]) for r in rows)
+    kinds = Counter(r.kind for r in rows)
+    by_broker = Counter((r.kind, r.broker) for r in rows)
     for name, broker in (k.split(":") for k in counters if ":" in k):
         kind = {ISR_SHRINKS: "isr_shrink", ISR_EXPANDS: "isr_expand"}[name]
         assert by_broker[(kind, int(broker))] == counters[f"{name}:{broker}"]
@@ -176,7 +176,7 @@ def test_group_and_controller_rows_equal_the_counters(gens, controllers, cuts):
         generation = -1 if step < 0 else generation + step   # -1: the Admin API does not know it
         values.append(_value(group(i, generation, state)))
     counters, rows = _fold_batches("c1/group:g", _batches(values, cuts))
-    assert len([r for r in rows if r["kind"] == "rebalance"]) == counters.get(REBALANCES, 0)
+    assert len([r for r in rows if r.kind == "rebalance"]) == counters.get(REBALANCES, 0)
     values, epoch = [], 0
     for i, (broker, bump) in enumerate(controllers):
         epoch += bump
