@@ -20,6 +20,7 @@ from bench.synthetic import Shape, Zxids, broker_failure, healthy
 from kmon.events import Event, PartitionState, ZnodeMeta, decode, encode, entity_key
 from streaming.app import StreamApp, StreamConfig
 from streaming.entity_step import fold
+from streaming.gc_tuning import collect_less_often
 
 TOPIC = "kmon-bench-events"
 
@@ -80,7 +81,9 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
         cfg = StreamConfig(bootstrap_servers=boot, events_topic=TOPIC, checkpoint=stack.dir.parent / "checkpoint",
                            metrics_host="127.0.0.1", metrics_port=0, master="local[2]", trigger_seconds=trigger,
                            spark_jars=tuple(stack.tools.spark_jar_list()))
-        # Before the app starts, so that neither shares the two cores with Spark.
+        # Before the app starts, so that neither shares the two cores with Spark; under the
+        # garbage collector's settings of the app's processes.
+        collect_less_often()
         progress(f"limits: a plain consumer reading the {produced} events, then decode and fold alone")
         limits = {"transport_events_per_s": produced / _read_to_end(boot, produced),
                   **_logic_limits(messages, cfg.max_offsets_per_trigger)}

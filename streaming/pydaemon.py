@@ -1,5 +1,5 @@
 """The daemon Spark forks its Python workers from: pyspark's own, with zip archives on the
-workers' path re-read only when they changed.
+workers' path re-read only when they changed, and the garbage collector tuned (gc_tuning.py).
 
 Before every task a pyspark worker calls ``importlib.invalidate_caches()`` (for files shipped
 with the job). On Python 3.11 that makes every zip importer re-read its archive's whole
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 import zipimport
+
+from streaming.gc_tuning import collect_less_often
 
 MODULE = "streaming.pydaemon"
 
@@ -50,6 +52,7 @@ def reread_when_changed(reread):
 
 if __name__ == "__main__":
     zipimport.zipimporter.invalidate_caches = reread_when_changed(zipimport.zipimporter.invalidate_caches)
+    collect_less_often()   # inherited by the forked workers, as the patch is
     # imported after the patch so that the workers it forks inherit it
     from pyspark.daemon import manager
     manager()
