@@ -259,11 +259,17 @@ def plain(value: Any) -> Any:
         return [v if isinstance(v, _SCALARS) else plain(v) for v in value]
     if isinstance(value, dict):
         return {k: v if isinstance(v, _SCALARS) else plain(v) for k, v in value.items()}
-    return {f.name: v if isinstance(v := getattr(value, f.name), _SCALARS) else plain(v)
-            for f in fields(value)}   # TypeError if not a dataclass
+    return {name: v if isinstance(v := getattr(value, name), _SCALARS) else plain(v)
+            for name in _field_names(type(value))}
 
 
 _SCALARS = (str, int, float, bool, type(None))
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    """``dataclasses.fields`` once per class (a fifth of plain's time per call); TypeError if not a dataclass."""
+    return tuple(f.name for f in fields(cls))
 
 
 def decode(value: bytes | str) -> Event:

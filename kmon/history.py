@@ -62,6 +62,10 @@ class Transition(NamedTuple):
 COLUMNS: tuple[str, ...] = Transition._fields
 
 
+# order_key's columns, for a columnar sort (a missing zxid first, as order_key's -1)
+ORDER: tuple[str, ...] = ("time_ms", "zxid", "entity", "kind")
+
+
 def order_key(t: Transition) -> tuple[int, int, str, str]:
     """Time, then ZooKeeper's order, then the entity: a stable order for rows of one instant."""
     return t.time_ms, t.zxid if t.zxid is not None else -1, t.entity, t.kind

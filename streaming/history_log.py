@@ -5,7 +5,7 @@ Layout (Hive partitioning, as Spark SQL, pandas/pyarrow and DuckDB discover it):
     <dir>/cluster=<cluster>/date=<YYYY-MM-DD>/<writer>-<batch id>.parquet
 
 one file per micro-batch that had transitions of that cluster on that (UTC) day, its rows
-in order (kmon.history.order_key); the cluster and the date are the directories', not
+in order (kmon.history.ORDER); the cluster and the date are the directories', not
 columns in the files. ``writer`` names the checkpoint whose batch ids these are: a batch
 that Spark runs again after a restart rewrites its own file with the same rows, so a
 transition is written once; a new checkpoint starts its batch ids again under a new name.
@@ -25,7 +25,7 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, get_type_hints
 
-from kmon.history import COLUMNS, Transition, order_key
+from kmon.history import COLUMNS, ORDER, Transition
 
 log = logging.getLogger("kmon.history")
 
@@ -88,7 +88,7 @@ class HistoryLog:
             day = _day(rows[0].time_ms)
             path = _cluster_dir(self.dir, cluster) / f"date={day.isoformat()}" / f"{self._writer}-{batch_id:012d}.parquet"
             try:
-                _write(path, sorted(rows, key=order_key))
+                _write(path, rows)
                 written[cluster] += len(rows)
             except OSError as e:
                 lost[cluster] += len(rows)
@@ -115,14 +115,18 @@ def _schema():
 
 
 def _write(path: Path, rows: list[Transition]) -> None:
-    """Raises OSError, also for what pyarrow raises."""
+    """The rows in order (kmon.history.ORDER); raises OSError, also for what pyarrow raises."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         columns = dict(zip(COLUMNS, zip(*rows)))   # Transition is a tuple: rows to columns in one step
-        pq.write_table(pa.Table.from_pydict({c: columns[c] for c in _INT}, schema=_schema()), tmp)
+        schema = _schema()
+        table = pa.table([pa.array(columns[f.name], f.type) for f in schema], schema=schema)
+        order = pc.sort_indices(table, [(c, "ascending") for c in ORDER], null_placement="at_start")
+        pq.write_table(table.take(order), tmp)
     except pa.ArrowException as e:
         raise OSError(str(e)) from e
     os.replace(tmp, path)   # a reader never sees half a file

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from kmon.cli import main
 from kmon.events import (BrokerState, ControllerState, Event, GroupMember, GroupState, PartitionState, TopicState,
                          encode)
-from kmon.history import COUNTED, KINDS, Transition
+from kmon.history import COUNTED, KINDS, Transition, order_key
 from streaming.entity_step import fold
 from streaming.history import transitions
 from streaming.history_log import HistoryLog, files, read
@@ -196,7 +196,16 @@ def test_every_counted_kind_and_counter_is_known():
 
 def row(n: int, kind: str = "isr_shrink", cluster: str = "c1", **kw) -> Transition:
     fields = {"topic": "t", "partition": 0, "broker": 2, "old": "1,2", "new": "1", "zxid": n} | kw
-    return Transition(time_ms=T0 + n, cluster=cluster, kind=kind, entity="partition:t:0", **fields)
+    return Transition(time_ms=T0 + n, cluster=cluster, kind=kind, **({"entity": "partition:t:0"} | fields))
+
+
+def test_a_file_holds_its_rows_in_order_key_order(tmp_path: Path):
+    """The writer sorts by column (kmon.history.ORDER); readers merge files by order_key."""
+    rows = [row(1, zxid=9), row(1, zxid=None, entity="partition:t:1"), row(1, zxid=None, kind="isr_expand"),
+            row(0, zxid=20), row(1, zxid=9, entity="partition:t:10"), row(1, zxid=3)]
+    HistoryLog(tmp_path, "w1", 7, Clock(T0)).append(0, rows)
+    (found,) = files(tmp_path)
+    assert list(read(found)) == sorted(rows, key=order_key)
 
 
 class Clock:
