@@ -28,7 +28,7 @@ from streaming import entity_step, pydaemon
 from streaming.driver import ViewDriver
 from streaming.exporter import serve_metrics
 from streaming.gc_tuning import collect_less_often
-from streaming.history_log import HistoryLog, writer_id
+from streaming.history_log import HistoryLog, from_ipc, writer_id
 from streaming.record_log import RecordLog
 from streaming.snapshot import SnapshotHolder
 from streaming.views import ViewOptions
@@ -240,8 +240,9 @@ def _query(spark, cfg: StreamConfig, driver: ViewDriver):
         # as Arrow columns: collect() made a Row per changed key, a second of the driver per 100k
         out = batch_df.toArrow()
         columns = zip(*(out.column(name).to_pylist() for name in ("key", "record", "result")))
+        history = [from_ipc(data) for data in out.column("history").to_pylist() if data is not None]
         driver.on_batch(batch_id, ({"key": key, "record": record, **json.loads(result)}
-                                   for key, record, result in columns), started)
+                                   for key, record, result in columns), started, history)
 
     # "spark-buckets": state per bucket (a checkpoint of the per-key layout of earlier kmon
     # versions, in "spark", is not read; the events topic is replayed into the new layout)

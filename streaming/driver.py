@@ -9,15 +9,17 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from typing import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from kmon.history import Transition
 from streaming.history_log import HistoryLog
 from streaming.record_log import RecordLog
 from streaming.records import UNKNOWN_SOURCE, EntityRecord, record_from_json
 from streaming.snapshot import Snapshot, SnapshotHolder
 from streaming.stats import BatchStats, SelfStats
 from streaming.views import ViewOptions, Views
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger("kmon.stream")
 
@@ -43,14 +45,16 @@ class ViewDriver:
                                  malformed={(cluster, UNKNOWN_SOURCE): n for cluster, n in loaded.dropped.items()}),
                       count=False)
 
-    def on_batch(self, batch_id: int, rows: Iterable[Mapping[str, object]], started: float) -> None:
+    def on_batch(self, batch_id: int, rows: Iterable[Mapping[str, object]], started: float,
+                 history: Iterable[pa.Table] = ()) -> None:
+        """``rows``: fold()'s per key (its transitions are not read); ``history``: the batch's
+        transitions (streaming.history_log.table)."""
         changed: dict[str, EntityRecord | None] = {}
         texts: dict[str, str | None] = {}   # the same, as the executor serialised them
         events: Counter[tuple[str, str, str]] = Counter()
         malformed: Counter[tuple[str, str]] = Counter()
         input_rows: Counter[str] = Counter()
         newest: dict[tuple[str, str], int] = {}
-        transitions: list[Transition] = []
         for row in rows:
             key, cluster = str(row["key"]), str(row["cluster"])
             texts[key] = None if row["removed"] else str(row["record"])
@@ -62,7 +66,6 @@ class ViewDriver:
                 if row["newest_observed_ms"] is not None:
                     ms = int(row["newest_observed_ms"])  # type: ignore[arg-type]
                     newest[(cluster, source)] = max(ms, newest.get((cluster, source), ms))
-            transitions.extend(Transition(*t) for t in row["transitions"])  # type: ignore[union-attr]
             for source, n in row["malformed"].items():  # type: ignore[union-attr]
                 malformed[(cluster, source)] += n
             if row["malformed"]:
@@ -79,14 +82,14 @@ class ViewDriver:
             else:
                 self._texts[key] = text
         self._log.append(batch_id, texts, self._texts)
-        history = self._history.append(batch_id, transitions)
+        written = self._history.append(batch_id, history)
         self._views.apply(changed)
         self._views.refresh()   # before the clock stops: the delay measured is to the rendered view
         self._publish(BatchStats(duration_s=self._clock() - started, finished_ms=self._now_ms(),
                                  input_rows=dict(input_rows), events=dict(events),
                                  malformed=dict(malformed), newest_observed_ms=newest,
-                                 state_rows=self._state_rows(), history_rows=history.rows,
-                                 history_lost=history.lost))
+                                 state_rows=self._state_rows(), history_rows=written.rows,
+                                 history_lost=written.lost))
         if changed:
             log.debug("batch %d: %d entities changed, %d held", batch_id, len(changed), len(self._texts))
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Iterator
 from kmon.events import MalformedEvent, decode, parse_json
 from kmon.history import Transition
 from streaming.history import transitions
+from streaming.history_log import table, to_ipc
 from streaming.records import (UNKNOWN_SOURCE, Applied, apply_event, cluster_of, record_from_json,
                                record_to_json)
 
@@ -30,8 +31,9 @@ from streaming.records import (UNKNOWN_SOURCE, Applied, apply_event, cluster_of,
 # state near 250 KB at 100k partitions (what a 1-event batch rewrites) and 2.5 MB at 1M.
 BUCKETS = 256
 STATE_SCHEMA = "records string"
-# The record travels in its own column, as the state holds it; the rest of fold()'s row is JSON.
-OUTPUT_SCHEMA = "key string, record string, result string"
+# The record travels in its own column, as the state holds it; the rest of fold()'s row is JSON,
+# but for its transitions: the bucket's, as one Arrow stream (history_log.to_ipc) on its first row.
+OUTPUT_SCHEMA = "key string, record string, result string, history binary"
 
 
 def fold(key: str, state: str | None, rows: list[tuple[int, int, str | None]]) -> dict[str, object]:
@@ -138,6 +140,11 @@ def step(bucket: tuple[int], frames: Iterator[pd.DataFrame], state) -> Iterator[
         state.remove()
     else:
         state.update((new_state,))
+    history = table(t for row in out for t in row["transitions"])
     yield pd.DataFrame({"key": [row["key"] for row in out], "record": [row["record"] for row in out],
-                        "result": [json.dumps({k: v for k, v in row.items() if k not in ("key", "record")})
-                                   for row in out]})
+                        "result": [json.dumps({k: v for k, v in row.items() if k not in _OWN_COLUMNS})
+                                   for row in out],
+                        "history": [to_ipc(history) if history.num_rows else None] + [None] * (len(out) - 1)})
+
+
+_OWN_COLUMNS = frozenset({"key", "record", "transitions"})

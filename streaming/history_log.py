@@ -23,9 +23,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, get_type_hints
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, get_type_hints
 
 from kmon.history import COLUMNS, ORDER, Transition
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger("kmon.history")
 
@@ -76,23 +79,28 @@ class HistoryLog:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.prune()
 
-    def append(self, batch_id: int, transitions: Iterable[Transition]) -> Written:
-        """Write one batch's transitions; a file that cannot be written costs its rows only
-        (counted and logged), never the views."""
-        by_file: defaultdict[tuple[str, int], list[Transition]] = defaultdict(list)
-        for t in transitions:   # by UTC day: whole days since the epoch, cheaper than a date per row
-            by_file[(t.cluster, t.time_ms // DAY_MS)].append(t)
+    def append(self, batch_id: int, tables: Iterable[pa.Table]) -> Written:
+        """Write one batch's transitions, tables of :func:`table`; a file that cannot be written
+        costs its rows only (counted and logged), never the views."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
         written: defaultdict[str, int] = defaultdict(int)
         lost: defaultdict[str, int] = defaultdict(int)
-        for (cluster, _), rows in by_file.items():
-            day = _day(rows[0].time_ms)
-            path = _cluster_dir(self.dir, cluster) / f"date={day.isoformat()}" / f"{self._writer}-{batch_id:012d}.parquet"
-            try:
-                _write(path, rows)
-                written[cluster] += len(rows)
-            except OSError as e:
-                lost[cluster] += len(rows)
-                log.error("could not write %d transition(s) of %s to the history at %s: %s", len(rows), cluster, path, e)
+        tables = [t for t in tables if t.num_rows]
+        rows = pa.concat_tables(tables) if tables else None
+        if rows is not None:   # one file per cluster and UTC day (whole days since the epoch)
+            rows = rows.append_column("day", pc.divide(rows["time_ms"], DAY_MS))
+            for key in rows.group_by(["cluster", "day"]).aggregate([]).to_pylist():
+                cluster, day = key["cluster"], _day(key["day"] * DAY_MS)
+                part = rows.filter((pc.field("cluster") == cluster) & (pc.field("day") == key["day"]))
+                path = _cluster_dir(self.dir, cluster) / f"date={day.isoformat()}" / f"{self._writer}-{batch_id:012d}.parquet"
+                try:
+                    _write(path, part)
+                    written[cluster] += part.num_rows
+                except OSError as e:
+                    lost[cluster] += part.num_rows
+                    log.error("could not write %d transition(s) of %s to the history at %s: %s", part.num_rows,
+                              cluster, path, e)
         if _day(int(self._clock() * 1000)) != self._pruned:
             self.prune()
         return Written(dict(written), dict(lost))
@@ -109,12 +117,43 @@ class HistoryLog:
         self._pruned = today
 
 
-def _schema():
+def _schema(with_cluster: bool = False):
     import pyarrow as pa
-    return pa.schema([(c, pa.int64() if is_int else pa.string()) for c, is_int in _INT.items()])
+    return pa.schema([(c, pa.int64() if _INT.get(c) else pa.string()) for c in COLUMNS if with_cluster or c != "cluster"])
 
 
-def _write(path: Path, rows: list[Transition]) -> None:
+def table(rows: Iterable[Transition]) -> pa.Table:
+    """Transitions as the columns HistoryLog.append takes: the executors make them (Transition is
+    a tuple: rows to columns in one step), and the driver handles a batch's rows without a
+    Python object per row (a broker failure at 100k partitions makes ~460k)."""
+    import pyarrow as pa
+    schema = _schema(with_cluster=True)
+    columns = list(zip(*rows)) or [()] * len(schema)
+    return pa.table([pa.array(values, f.type) for values, f in zip(columns, schema)], schema=schema)
+
+
+def to_ipc(rows: pa.Table) -> bytes:
+    """A table as Arrow's stream format, to travel in a binary column."""
+    import pyarrow as pa
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema) as writer:
+        writer.write_table(rows)
+    return sink.getvalue().to_pybytes()
+
+
+def from_ipc(data: bytes) -> pa.Table:
+    """Inverse of to_ipc; raises ValueError when ``data`` is not a table of transitions."""
+    import pyarrow as pa
+    try:
+        rows = pa.ipc.open_stream(data).read_all()
+    except pa.ArrowException as e:
+        raise ValueError(f"not an Arrow stream of transitions: {e}") from None
+    if rows.schema != _schema(with_cluster=True):
+        raise ValueError(f"not the columns of transitions: {rows.schema.names}")
+    return rows
+
+
+def _write(path: Path, rows: pa.Table) -> None:
     """The rows in order (kmon.history.ORDER); raises OSError, also for what pyarrow raises."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -122,11 +161,9 @@ def _write(path: Path, rows: list[Transition]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        columns = dict(zip(COLUMNS, zip(*rows)))   # Transition is a tuple: rows to columns in one step
-        schema = _schema()
-        table = pa.table([pa.array(columns[f.name], f.type) for f in schema], schema=schema)
-        order = pc.sort_indices(table, [(c, "ascending") for c in ORDER], null_placement="at_start")
-        pq.write_table(table.take(order), tmp)
+        rows = rows.select(list(_INT))
+        order = pc.sort_indices(rows, [(c, "ascending") for c in ORDER], null_placement="at_start")
+        pq.write_table(rows.take(order), tmp)
     except pa.ArrowException as e:
         raise OSError(str(e)) from e
     os.replace(tmp, path)   # a reader never sees half a file

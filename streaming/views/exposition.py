@@ -44,22 +44,32 @@ def render(cluster: str, samples: Iterable[Sample]) -> Text:
     holds: the caller's family fails as a whole, not the scrape."""
     lines: dict[str, list[str]] = defaultdict(list)
     ages: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    first = _pair("cluster", cluster)   # every series' first label
     for name, labels, value in samples:
         spec = BY_NAME[name]
-        if set(labels) != set(spec.labels):
+        if labels.keys() != set(spec.labels):
             raise ValueError(f"{name}: labels {sorted(labels)}, the catalogue has {list(spec.labels)}")
-        values = {"cluster": cluster, **labels}
-        head = f"{name}{{{','.join(_pair(label, values[label]) for label in spec.all_labels)}}} "
+        head = f"{name}{{{','.join([first, *(_pair(label, labels[label]) for label in spec.labels)])}}} "
         if isinstance(value, Since):
             ages[name].append((head, value.ms))
         else:
-            lines[name].append(f"{head}{floatToGoString(float(value))}\n")
+            lines[name].append(f"{head}{go_float(value)}\n")
     return Text({name: "".join(ls) for name, ls in lines.items()}, {name: tuple(a) for name, a in ages.items()})
 
 
+def go_float(value: object) -> str:
+    """prometheus_client's floatToGoString, without its float round trip for the small ints
+    most samples are (counts, ids): it writes those as Python's repr of the float does."""
+    if type(value) is int and -10**15 < value < 10**6:   # from 10**6 on, Go's exponent form
+        return f"{value}.0"
+    return floatToGoString(float(value))   # type: ignore[arg-type]
+
+
 def _pair(label: str, value: object) -> str:
-    escaped = str(value).replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
-    return f'{label}="{escaped}"'
+    text = value if type(value) is str else str(value)
+    if "\\" in text or "\n" in text or '"' in text:
+        text = text.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+    return f'{label}="{text}"'
 
 
 def _header(spec: MetricSpec) -> str:

@@ -7,7 +7,7 @@ import streaming.views.isr
 from kmon.events import EVENTS_TOPIC, ControllerState, Event, PartitionState, TopicState, ZnodeMeta, encode
 from streaming.driver import ViewDriver
 from streaming.entity_step import fold
-from streaming.history_log import HistoryLog, files, read
+from streaming.history_log import HistoryLog, files, read, table
 from streaming.record_log import RecordLog
 from streaming.snapshot import SnapshotHolder
 from streaming.views import ViewOptions
@@ -67,8 +67,8 @@ def test_a_batch_appends_its_transitions_to_the_history_and_counts_them(tmp_path
     changed = fold("c1/controller", first["record"], [(0, 2, encode(Event(
         cluster="c1", source="zk", kind="controller", entity="controller", op="upsert", observed_ms=2_000,
         data=ControllerState(2, 2), zxid=2)).decode())])
-    driver.on_batch(1, [first], started=0.0)
-    driver.on_batch(2, [changed], started=0.0)
+    driver.on_batch(1, [first], 0.0, [table(first["transitions"])])
+    driver.on_batch(2, [changed], 0.0, [table(changed["transitions"])])
     [written] = files(tmp_path / "history")
     assert [(t.kind, t.old, t.new, t.time_ms) for t in read(written)] == [("controller_change", "1", "2", 2_000)]
     assert value(scrape(holder), "kmon_history_rows_total") == 1

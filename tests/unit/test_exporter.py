@@ -6,6 +6,7 @@ import urllib.request
 from dataclasses import replace
 
 import pytest
+from prometheus_client.utils import floatToGoString
 
 import streaming.views
 import streaming.views.self
@@ -16,7 +17,7 @@ from streaming.exporter import serve_metrics
 from streaming.snapshot import Snapshot, SnapshotHolder
 from streaming.stats import BatchStats, SelfStats
 from streaming.views import CLUSTER_FAMILIES, ViewOptions, Views
-from streaming.views.exposition import EXPORTED, FAMILIES, CONTENT_TYPE, Exposition, render
+from streaming.views.exposition import EXPORTED, FAMILIES, CONTENT_TYPE, Exposition, go_float, render
 from tests.unit.test_views import BROKERS, Series, broker, keyed, parse, part, rec, topic, value
 
 STATS = SelfStats().add(BatchStats(duration_s=0.25, finished_ms=5_000, input_rows={"c1": 7},
@@ -143,6 +144,12 @@ def test_label_values_are_escaped_as_prometheus_reads_them():
     odd = 'a"b\\c\nd'
     s = exposed([rec("group", "group:x", GroupState(odd, "Stable", 1), source="groups")])
     assert value(s, "kmon_consumer_group_members", group=odd) == 0
+
+
+@pytest.mark.parametrize("number", [0, 1, -1, 7, 999_999, 1_000_000, 12_345_678, -12_345_678, 10**15, -10**15 + 1,
+                                    -10**15, 2**63 - 1, True, False, 0.5, 1e-9, 1234567.5, float("inf"), float("nan")])
+def test_values_are_written_as_prometheus_client_writes_them(number):
+    assert go_float(number) == floatToGoString(float(number))
 
 
 def test_render_refuses_labels_outside_the_catalogue():

@@ -22,7 +22,7 @@ from kmon.events import (BrokerState, ControllerState, Event, GroupMember, Group
 from kmon.history import COUNTED, KINDS, Transition, order_key
 from streaming.entity_step import fold
 from streaming.history import transitions
-from streaming.history_log import HistoryLog, files, read
+from streaming.history_log import HistoryLog, files, from_ipc, read, table, to_ipc
 from streaming.records import (CONTROLLER_CHANGES, ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, REBALANCES,
                                UNCLEAN_LEADER_ELECTIONS, apply_event, record_from_json)
 
@@ -203,9 +203,19 @@ def test_a_file_holds_its_rows_in_order_key_order(tmp_path: Path):
     """The writer sorts by column (kmon.history.ORDER); readers merge files by order_key."""
     rows = [row(1, zxid=9), row(1, zxid=None, entity="partition:t:1"), row(1, zxid=None, kind="isr_expand"),
             row(0, zxid=20), row(1, zxid=9, entity="partition:t:10"), row(1, zxid=3)]
-    HistoryLog(tmp_path, "w1", 7, Clock(T0)).append(0, rows)
+    HistoryLog(tmp_path, "w1", 7, Clock(T0)).append(0, [table(rows)])
     (found,) = files(tmp_path)
     assert list(read(found)) == sorted(rows, key=order_key)
+
+
+def test_transitions_travel_from_the_executors_as_an_arrow_stream():
+    rows = [row(1), row(2, cluster="c2", zxid=None, detail="x")]
+    assert from_ipc(to_ipc(table(rows))).to_pylist() == [t._asdict() for t in rows]
+    assert table([]).num_rows == 0 and from_ipc(to_ipc(table([]))).num_rows == 0
+    with pytest.raises(ValueError, match="not an Arrow stream"):
+        from_ipc(b"garbage")
+    with pytest.raises(ValueError, match="not the columns of transitions"):
+        from_ipc(to_ipc(table(rows).drop_columns(["detail"])))
 
 
 class Clock:
@@ -219,9 +229,9 @@ class Clock:
 def test_a_batch_is_one_file_per_cluster_and_day_and_a_rerun_rewrites_it(tmp_path: Path):
     history = HistoryLog(tmp_path, "w1", 7, Clock(T0))
     batch = [row(3), row(1, cluster="prod eu%1"), row(DAY_MS), row(2)]
-    written = history.append(5, batch)
+    written = history.append(5, [table(batch)])
     assert written.rows == {"c1": 3, "prod eu%1": 1} and written.lost == {}
-    history.append(5, batch)   # Spark runs batch 5 again after a restart
+    history.append(5, [table(batch)])   # Spark runs batch 5 again after a restart
     found = sorted(files(tmp_path), key=lambda f: (f.cluster, f.day))
     assert [(f.cluster, f.day.isoformat(), f.path.name) for f in found] == [
         ("c1", "2026-11-18", "w1-000000000005.parquet"), ("c1", "2026-11-19", "w1-000000000005.parquet"),
@@ -231,9 +241,9 @@ def test_a_batch_is_one_file_per_cluster_and_day_and_a_rerun_rewrites_it(tmp_pat
 
 
 def test_other_parquet_readers_see_cluster_and_date_as_columns(tmp_path: Path):
-    HistoryLog(tmp_path, "w1", 7, Clock(T0)).append(0, [row(1), row(2, kind="isr_expand")])
-    table = ds.dataset(tmp_path, format="parquet", partitioning="hive").to_table().to_pylist()
-    assert sorted((r["cluster"], str(r["date"]), r["kind"], r["broker"]) for r in table) == [
+    HistoryLog(tmp_path, "w1", 7, Clock(T0)).append(0, [table([row(1), row(2, kind="isr_expand")])])
+    found = ds.dataset(tmp_path, format="parquet", partitioning="hive").to_table().to_pylist()
+    assert sorted((r["cluster"], str(r["date"]), r["kind"], r["broker"]) for r in found) == [
         ("c1", "2026-11-18", "isr_expand", 2), ("c1", "2026-11-18", "isr_shrink", 2)]
 
 
@@ -241,16 +251,16 @@ def test_days_past_the_retention_are_deleted(tmp_path: Path):
     clock = Clock(T0)
     history = HistoryLog(tmp_path, "w1", 2, clock)
     for day in range(4):
-        history.append(day, [row(day * DAY_MS)])
+        history.append(day, [table([row(day * DAY_MS)])])
     clock.ms = T0 + 4 * DAY_MS   # a new day: the next batch prunes
-    history.append(9, [row(4 * DAY_MS)])
+    history.append(9, [table([row(4 * DAY_MS)])])
     assert sorted(f.day.isoformat() for f in files(tmp_path)) == ["2026-11-20", "2026-11-21", "2026-11-22"]
 
 
 def test_a_file_that_cannot_be_written_costs_its_rows_only(tmp_path: Path, caplog):
     history = HistoryLog(tmp_path, "w1", 7, Clock(T0))
     (tmp_path / "cluster=bad").write_text("a file where the cluster's directory goes")
-    written = history.append(0, [row(1), row(2, cluster="bad")])
+    written = history.append(0, [table([row(1), row(2, cluster="bad")])])
     assert (written.rows, written.lost) == ({"c1": 1}, {"bad": 1})
     assert "could not write 1 transition(s) of bad" in caplog.text
 
@@ -270,8 +280,8 @@ def history_dir(tmp_path: Path) -> Path:
             Transition(**at(4), cluster="c2", kind="rebalance", entity="group:g", group="g", broker=1,
                        old="3", new="4", generation=4, detail="2 member(s), assignor range, leader m0"),
             Transition(time_ms=now - 3 * 3600_000, cluster="c1", kind="broker_gone", entity="broker:2", broker=2)]
-    HistoryLog(tmp_path, "w1", 7).append(0, rows[:2] + rows[4:])
-    HistoryLog(tmp_path, "w1", 7).append(1, rows[2:4])
+    HistoryLog(tmp_path, "w1", 7).append(0, [table(rows[:2] + rows[4:])])
+    HistoryLog(tmp_path, "w1", 7).append(1, [table(rows[2:4])])
     return tmp_path
 
 
@@ -355,16 +365,16 @@ def test_a_corrupted_file_is_skipped_with_a_warning_naming_it(history_dir: Path,
 
 def test_follow_prints_new_transitions_until_sigterm(tmp_path: Path):
     log = HistoryLog(tmp_path, "w1", 7)
-    log.append(0, [Transition(time_ms=int(time.time() * 1000), cluster="c1", kind="topic_created",
-                              entity="topic:a", topic="a")])
+    log.append(0, [table([Transition(time_ms=int(time.time() * 1000), cluster="c1", kind="topic_created",
+                              entity="topic:a", topic="a")])])
     proc = subprocess.Popen([sys.executable, "-m", "kmon.cli", "history", "--dir", str(tmp_path), "--follow",
                              "--json", "--poll-interval", "0.1"], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         assert proc.stdout is not None
         assert json.loads(proc.stdout.readline())["topic"] == "a"
-        log.append(1, [Transition(time_ms=int(time.time() * 1000), cluster="c1", kind="topic_deleted",
-                                  entity="topic:a", topic="a")])
+        log.append(1, [table([Transition(time_ms=int(time.time() * 1000), cluster="c1", kind="topic_deleted",
+                                  entity="topic:a", topic="a")])])
         assert json.loads(proc.stdout.readline())["kind"] == "topic_deleted"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
@@ -376,8 +386,8 @@ def test_follow_prints_new_transitions_until_sigterm(tmp_path: Path):
 
 def test_a_reader_that_stops_early_ends_it_quietly(tmp_path: Path):
     now = int(time.time() * 1000)
-    HistoryLog(tmp_path, "w1", 7).append(0, [Transition(time_ms=now - i, cluster="c1", kind="topic_created",
-                                                        entity=f"topic:t{i}", topic=f"t{i}") for i in range(20000)])
+    HistoryLog(tmp_path, "w1", 7).append(0, [table([Transition(time_ms=now - i, cluster="c1", kind="topic_created",
+                                                        entity=f"topic:t{i}", topic=f"t{i}") for i in range(20000)])])
     proc = subprocess.Popen([sys.executable, "-m", "kmon.cli", "history", "--dir", str(tmp_path)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdout.readline().startswith(b"TIME")
