@@ -14,7 +14,8 @@ from typing import Any
 from kmon.events import BrokerState, ControllerState, Event, GroupState, PartitionState, TopicState
 from kmon.history import Transition
 from streaming.records import EntityRecord
-from streaming.transitions import controller_transitions, group_transitions, partition_transitions
+from streaming.transitions import (controller_transitions, group_transitions, partition_transitions,
+                                   saw_every_version)
 
 
 def transitions(before: EntityRecord | None, after: EntityRecord, event: Event) -> list[Transition]:
@@ -24,7 +25,7 @@ def transitions(before: EntityRecord | None, after: EntityRecord, event: Event) 
     if prev is None and new is not None and before is None and event.snapshot_id is not None:
         return []   # first seen in a resync: there before kmon watched
     if isinstance(new, PartitionState) or isinstance(prev, PartitionState):
-        return _partition(prev, new, base)
+        return _partition(prev, new, base, saw_every_version(event))
     if isinstance(new, ControllerState):
         return _controller(prev, new, base)
     if isinstance(new, GroupState) or isinstance(prev, GroupState):
@@ -50,10 +51,11 @@ def _came_or_went(prev: Any, new: Any, base: dict, came: str, went: str, **about
     return []
 
 
-def _partition(prev: PartitionState | None, new: PartitionState | None, base: dict) -> list[Transition]:
+def _partition(prev: PartitionState | None, new: PartitionState | None, base: dict,
+               consecutive: bool) -> list[Transition]:
     if prev is None or new is None:   # no counted transition on a first sight or a deletion
         return []
-    t = partition_transitions(prev, new)
+    t = partition_transitions(prev, new, consecutive)
     at = {**base, "topic": new.topic, "partition": new.partition}
     isr = {"old": _ids(prev.isr), "new": _ids(new.isr), "epoch": new.leader_epoch}
     rows = [Transition(**at, **isr, kind="isr_shrink", broker=b) for b in sorted(t.shrinks)]

@@ -16,7 +16,8 @@ from typing import Any, Mapping
 
 from kmon.events import (MARKER_KINDS, STATE_TYPES, Event, GroupState, Int64, MalformedEvent,
                          Source, SnapshotMarker, decode, from_plain, parse_json, plain)
-from streaming.transitions import controller_transitions, group_transitions, partition_transitions
+from streaming.transitions import (controller_transitions, group_transitions, partition_transitions,
+                                   saw_every_version)
 
 # Counter keys. Per-broker counters are "<name>:<broker id>".
 ISR_SHRINKS = "isr_shrinks"
@@ -146,7 +147,7 @@ def _upsert(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Ap
             new = _merge_group(prev, new)
     if live is not None and prev == new:
         return _touch(live, event), Applied.DUPLICATE
-    counters = _add(live.counters if live is not None else {}, _increments(event.kind, prev, new))
+    counters = _add(live.counters if live is not None else {}, _increments(event, prev, new))
     return _touch(record or _empty(event), event, kind=event.kind, source=event.source, state=new, counters=counters,
                   state_since_ms=_state_since(prev, new, live, event), deleted=False), Applied.APPLIED
 
@@ -179,9 +180,10 @@ def _state_since(prev: Any, new: Any, live: EntityRecord | None, event: Event) -
     return event.observed_ms
 
 
-def _increments(kind: str, prev: Any, new: Any) -> dict[str, int]:
+def _increments(event: Event, prev: Any, new: Any) -> dict[str, int]:
+    kind = event.kind
     if kind == "partition":
-        t = partition_transitions(prev, new)
+        t = partition_transitions(prev, new, saw_every_version(event))
         return {**{broker_counter(ISR_SHRINKS, b): 1 for b in t.shrinks},
                 **{broker_counter(ISR_EXPANDS, b): 1 for b in t.expands},
                 LEADER_ELECTIONS: int(t.election),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kmon.events import ControllerState, GroupState, PartitionState
+from kmon.events import ControllerState, Event, GroupState, PartitionState
 
 NO_LEADER = -1
 
@@ -21,7 +21,9 @@ class PartitionTransitions:
     unclean: bool = False                   # ... that was not in the previous ISR
 
 
-def partition_transitions(prev: PartitionState | None, new: PartitionState) -> PartitionTransitions:
+def partition_transitions(prev: PartitionState | None, new: PartitionState,
+                          consecutive: bool = True) -> PartitionTransitions:
+    """``consecutive``: ``prev`` was the state just before ``new`` (see saw_every_version)."""
     # A topic being deleted loses its replicas one by one: the controller's doing, not a failure.
     if prev is None or new.deleting:
         return PartitionTransitions()
@@ -33,9 +35,18 @@ def partition_transitions(prev: PartitionState | None, new: PartitionState) -> P
         expands=new_isr - old_isr,
         election=election,
         # ZooKeeper keeps the last ISR of an offline partition, so this also judges
-        # an election that brings an offline partition back.
-        unclean=election and new.leader not in old_isr,
+        # an election that brings an offline partition back. It judges only an election from
+        # the ISR kmon saw last: a broker that rejoined the ISR in a state kmon missed, then
+        # was elected cleanly, would look unclean.
+        unclean=election and consecutive and new.leader not in old_isr,
     )
+
+
+def saw_every_version(event: Event) -> bool:
+    """Whether the state before ``event``'s is the one kmon saw last: ZooKeeper coalesces the
+    watch notifications of quick successive writes (the collector counts the versions it
+    never read, ``version_gap``), and a resync snapshot follows a spell kmon was blind."""
+    return event.snapshot_id is None and (event.znode is None or event.znode.version_gap == 0)
 
 
 def controller_transitions(prev: ControllerState | None, new: ControllerState) -> int:

@@ -502,7 +502,9 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
     assert {"isr_shrink", "isr_expand", "leader_election", "unclean_leader_election", "controller_change",
             "broker_gone", "broker_registered", "topic_created", "reassignment_started", "reassignment_finished",
             "group_state_change", "rebalance"} <= set(kinds), kinds
-    [unclean] = [t for t in history if t.kind == "unclean_leader_election"]
+    uncleans = [t for t in history if t.kind == "unclean_leader_election"]
+    assert len(uncleans) == 1, f"one unclean election, on {topic}: {uncleans}"
+    [unclean] = uncleans
     assert (unclean.topic, unclean.broker, unclean.detail) == (topic, follower, f"isr before {leader}")
     assert unclean.time_ms >= started * 1000 - 1000
     # in order: each controller change starts where the previous one ended, and each ISR change

@@ -4,7 +4,8 @@ import json
 import pytest
 
 from kmon.events import (ControllerState, Event, GroupMember, GroupState, MalformedEvent,
-                         PartitionState, SnapshotMarker, TopicLag, TopicState, decode, encode)
+                         PartitionState, SnapshotMarker, TopicLag, TopicState, ZnodeMeta, decode, encode)
+from streaming.history import transitions
 from streaming.records import (Applied, EntityRecord, apply_event, record_from_json,
                                record_to_json)
 
@@ -71,6 +72,20 @@ def test_election_and_unclean_election():
                    part_event(3, -1, (2,)),                               # offline
                    part_event(4, 3, (3,))])                               # unclean
     assert rec.counters["leader_elections"] == 2
+    assert rec.counters["unclean_leader_elections"] == 1
+
+
+@pytest.mark.parametrize("missed", [{"znode": ZnodeMeta("/p", 4, 3, 0, version_gap=1)}, {"snapshot_id": "s2"}],
+                         ids=["coalesced-writes", "resync-snapshot"])
+def test_an_election_after_states_kmon_did_not_see_counts_but_is_not_unclean(missed):
+    """Broker 2 rejoined the ISR (1, 2) and was then elected cleanly, in writes ZooKeeper
+    coalesced, or while the collector was away: its last seen ISR (1) does not show it."""
+    start, _ = fold([part_event(1, 1, (1, 2)), part_event(2, 1, (1,))])
+    event = dataclasses.replace(part_event(4, 2, (2,)), **missed)
+    rec, _ = fold([event], start)
+    assert rec.counters["leader_elections"] == 1 and "unclean_leader_elections" not in rec.counters
+    assert [t.kind for t in transitions(start, rec, event)] == ["isr_shrink", "isr_expand", "leader_election"]
+    rec, _ = fold([part_event(4, 2, (2,))], start)   # every version seen: unclean
     assert rec.counters["unclean_leader_elections"] == 1
 
 

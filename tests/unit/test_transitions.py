@@ -53,6 +53,12 @@ def test_unclean_election_leader_not_in_previous_isr():
     assert t.election and t.unclean and t.shrinks == {1} and t.expands == {2}
 
 
+def test_an_election_after_a_state_kmon_missed_is_not_judged_unclean():
+    """The new leader may have rejoined the ISR in the state kmon did not see."""
+    t = partition_transitions(part(1, (1,)), part(2, (2,)), consecutive=False)
+    assert t.election and not t.unclean and t.shrinks == {1} and t.expands == {2}
+
+
 def test_a_topic_being_deleted_loses_replicas_without_a_shrink():
     deleting = dataclasses.replace(part(-1, (2,)), deleting=True)
     assert partition_transitions(part(1, (1, 2)), deleting) == PartitionTransitions()
