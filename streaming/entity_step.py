@@ -70,7 +70,8 @@ def fold(key: str, state: str | None, rows: list[tuple[int, int, str | None]]) -
             malformed.append((int(partition), int(offset), event.source,
                               f"{event.kind}/{event.op} event does not fit the entity's record"))
             continue
-        events[f"{event.source}|{event.kind}"] = events.get(f"{event.source}|{event.kind}", 0) + 1
+        seen = f"{event.source}|{event.kind}"
+        events[seen] = events.get(seen, 0) + 1
         newest = max(newest or 0, event.observed_ms)
     first = malformed[0] if malformed else (None, None, None, None)
     return {

@@ -117,11 +117,12 @@ def _max(a: int | None, b: int | None) -> int | None:
 def _touch(record: EntityRecord, event: Event, **changes: Any) -> EntityRecord:
     """Bookkeeping of a seen event: ordering key, time, and the snapshot it was part of
     (also for ignored events, so a resync does not sweep an entity it re-read); plus
-    ``changes``, in the same copy (the fold's hot path)."""
-    return replace(record,
-                   zxid=_max(record.zxid, event.zxid),
-                   last_observed_ms=max(record.last_observed_ms, event.observed_ms),
-                   snapshot_id=event.snapshot_id or record.snapshot_id, **changes)
+    ``changes``, in the same copy (the fold's hot path: ``dataclasses.replace`` scans the
+    fields at every call; a record's ``__dict__`` is its fields)."""
+    return EntityRecord(**{**record.__dict__,
+                           "zxid": _max(record.zxid, event.zxid),
+                           "last_observed_ms": max(record.last_observed_ms, event.observed_ms),
+                           "snapshot_id": event.snapshot_id or record.snapshot_id, **changes})
 
 
 def _delete(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Applied]:
