@@ -41,7 +41,7 @@ COUNTED: dict[str, tuple[str, ...]] = {
 
 class Transition(NamedTuple):
     """A tuple in COLUMNS order: the app makes hundreds of thousands per broker failure at 100k
-    partitions, ships them from the executors as JSON arrays and writes them as columns."""
+    partitions, and turns rows into columns in one step (streaming/history_log.py)."""
     time_ms: int                 # when a collector observed it (ms since the epoch)
     cluster: str
     kind: str                    # one of KINDS

@@ -34,6 +34,7 @@ STATE_SCHEMA = "records string"
 # The record travels in its own column, as the state holds it; the rest of fold()'s row is JSON,
 # but for its transitions: the bucket's, as one Arrow stream (history_log.to_ipc) on its first row.
 OUTPUT_SCHEMA = "key string, record string, result string, history binary"
+_OWN_COLUMNS = frozenset({"key", "record", "transitions"})   # fold()'s row fields not in "result"
 
 
 def fold(key: str, state: str | None, rows: list[tuple[int, int, str | None]]) -> dict[str, object]:
@@ -146,6 +147,3 @@ def step(bucket: tuple[int], frames: Iterator[pd.DataFrame], state) -> Iterator[
                         "result": [json.dumps({k: v for k, v in row.items() if k not in _OWN_COLUMNS})
                                    for row in out],
                         "history": [to_ipc(history) if history.num_rows else None] + [None] * (len(out) - 1)})
-
-
-_OWN_COLUMNS = frozenset({"key", "record", "transitions"})
