@@ -393,9 +393,8 @@ class LocalStack:
         data = self.dir / "events-data"
         cfg.write_text(configs.events_node_properties(port, controller_port, data))
         # a KRaft node needs its log directory formatted with a cluster id before its first start
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         fmt = subprocess.run([self.tools.java, "-cp", self.tools.kafka_classpath, "kafka.tools.StorageTool",
-                              "format", "-t", cluster_id, "-c", str(cfg), "--ignore-formatted"],
+                              "format", "-t", kraft_cluster_id(), "-c", str(cfg), "--ignore-formatted"],
                              capture_output=True, text=True, timeout=120)
         if fmt.returncode != 0:
             raise StackError(f"formatting the events node's storage {data} failed: {fmt.stdout}{fmt.stderr}")
@@ -459,6 +458,15 @@ class LocalStack:
             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="], str(data))
         self._spawn(c)
         wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"), 60, "alertmanager", alive=c.alive)
+
+
+def kraft_cluster_id() -> str:
+    """A random cluster id as Kafka writes them (a UUID in URL-safe base64), never starting with
+    '-': the storage tool would read one that does as an option (1 start in 64; Kafka's own
+    Uuid.randomUuid draws again too)."""
+    while (cluster_id := base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()).startswith("-"):
+        pass
+    return cluster_id
 
 
 def serves_metadata(port: int, broker_id: int, client: dict[str, str] | None = None) -> bool:
