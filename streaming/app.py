@@ -6,7 +6,6 @@ cluster (``streaming/submit.py``), where the master comes from spark-submit.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 import os
@@ -22,7 +21,7 @@ from py4j.protocol import Py4JError
 
 from kmon import http
 from kmon.config import state_dir
-from kmon.events import EVENTS_TOPIC
+from kmon.events import EVENTS_TOPIC, parse_json
 from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_probing, tcp_probe, watch
 from streaming import entity_step, pydaemon
 from streaming.driver import ViewDriver
@@ -241,7 +240,7 @@ def _query(spark, cfg: StreamConfig, driver: ViewDriver):
         out = batch_df.toArrow()
         columns = zip(*(out.column(name).to_pylist() for name in ("key", "record", "result")))
         history = [from_ipc(data) for data in out.column("history").to_pylist() if data is not None]
-        driver.on_batch(batch_id, ({"key": key, "record": record, **json.loads(result)}
+        driver.on_batch(batch_id, ({"key": key, "record": record, **parse_json(result)}
                                    for key, record, result in columns), started, history)
 
     # "spark-buckets": state per bucket (a checkpoint of the per-key layout of earlier kmon

@@ -16,11 +16,10 @@ offset; they never fail the query.
 """
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Iterator
 
-from kmon.events import MalformedEvent, decode, parse_json
+from kmon.events import MalformedEvent, decode, parse_json, to_json
 from kmon.history import Transition
 from streaming.history import transitions
 from streaming.history_log import table, to_ipc
@@ -111,7 +110,7 @@ def fold_bucket(state: str | None, rows: list[tuple[str, int, int, str | None]])
         else:
             records[key] = row["record"]
         out.append(row)
-    return (json.dumps(records, separators=(",", ":")) if records else None), out
+    return (to_json(records) if records else None), out
 
 
 def _records(state: str | None) -> tuple[dict[str, str], str | None]:
@@ -144,6 +143,6 @@ def step(bucket: tuple[int], frames: Iterator[pd.DataFrame], state) -> Iterator[
         state.update((new_state,))
     history = table(t for row in out for t in row["transitions"])
     yield pd.DataFrame({"key": [row["key"] for row in out], "record": [row["record"] for row in out],
-                        "result": [json.dumps({k: v for k, v in row.items() if k not in _OWN_COLUMNS})
+                        "result": [to_json({k: v for k, v in row.items() if k not in _OWN_COLUMNS})
                                    for row in out],
                         "history": [to_ipc(history) if history.num_rows else None] + [None] * (len(out) - 1)})

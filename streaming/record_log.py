@@ -11,7 +11,6 @@ content: records are absolute (cumulative counters), so nothing counts twice.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from kmon.events import MalformedEvent, parse_json
+from kmon.events import MalformedEvent, parse_json, to_json
 from streaming.records import EntityRecord, cluster_of, record_from_json
 
 log = logging.getLogger("kmon.stream")
@@ -97,7 +96,7 @@ class RecordLog:
         tmp = self.dir / (name + ".tmp")
         with open(tmp, "w") as out:
             for key, text in items:
-                out.write(json.dumps({"key": key, "record": text}) + "\n")
+                out.write(to_json({"key": key, "record": text}) + "\n")
             out.flush()
             os.fsync(out.fileno())
         tmp.replace(self.dir / name)

@@ -9,13 +9,12 @@ counts a transition twice.
 from __future__ import annotations
 
 import enum
-import json
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from kmon.events import (MARKER_KINDS, STATE_TYPES, Event, GroupState, Int64, MalformedEvent,
-                         Source, SnapshotMarker, decode, from_plain, parse_json, plain)
+                         Source, SnapshotMarker, decode, from_plain, parse_json, plain, to_json)
 from streaming.transitions import (controller_transitions, group_transitions, partition_transitions,
                                    saw_every_version)
 
@@ -240,7 +239,7 @@ _COUNTER_KEY = re.compile(r"[a-z_]+(:(0|[1-9][0-9]{0,9}))?")
 
 def record_to_json(record: EntityRecord) -> str:
     """The record as the state store and the record log hold it: its fields as JSON."""
-    return json.dumps(plain(record), separators=(",", ":"))
+    return to_json(plain(record))
 
 
 def record_from_json(text: str) -> EntityRecord:
