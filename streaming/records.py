@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from kmon.events import (MARKER_KINDS, STATE_TYPES, Event, GroupState, Int64, MalformedEvent,
-                         Source, SnapshotMarker, decode, from_plain, parse_json, plain, to_json)
+                         Source, SnapshotMarker, decode, from_plain, parse_json, to_json)
 from streaming.transitions import (controller_transitions, group_transitions, partition_transitions,
                                    saw_every_version)
 
@@ -239,7 +239,7 @@ _COUNTER_KEY = re.compile(r"[a-z_]+(:(0|[1-9][0-9]{0,9}))?")
 
 def record_to_json(record: EntityRecord) -> str:
     """The record as the state store and the record log hold it: its fields as JSON."""
-    return to_json(plain(record))
+    return to_json(record)
 
 
 def record_from_json(text: str) -> EntityRecord:
