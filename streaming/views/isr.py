@@ -26,31 +26,42 @@ def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sampl
         return
     registered = model.registered
     topic = {"topic": partitions[0].topic}
+    # one pass over the topic's partitions: at 100k partitions the view is rebuilt per batch
+    under = under_min = at_min = offline = 0
+    counted: Counter[str] = Counter()   # counter key ("isr_shrinks:1", "leader_elections") -> sum
+    replicas: set[int] = set()
+    detailed = []
+    for p in partitions:
+        under += p.under_replicated
+        under_min += p.under_min_isr
+        at_min += p.at_min_isr
+        offline += p.offline(registered)
+        counted.update(p.counters)
+        replicas.update(p.replicas)
+        if _wants_detail(model, p):
+            detailed.append(p)
     yield "kmon_partitions", topic, len(partitions)
-    yield "kmon_under_replicated_partitions", topic, sum(p.under_replicated for p in partitions)
-    yield "kmon_under_min_isr_partitions", topic, sum(p.under_min_isr for p in partitions)
-    yield "kmon_at_min_isr_partitions", topic, sum(p.at_min_isr for p in partitions)
-    yield "kmon_offline_partitions", topic, sum(p.offline(registered) for p in partitions)
-    yield "kmon_leader_elections_total", topic, sum(p.counters.get(LEADER_ELECTIONS, 0) for p in partitions)
-    yield ("kmon_unclean_leader_elections_total", topic,
-           sum(p.counters.get(UNCLEAN_LEADER_ELECTIONS, 0) for p in partitions))
+    yield "kmon_under_replicated_partitions", topic, under
+    yield "kmon_under_min_isr_partitions", topic, under_min
+    yield "kmon_at_min_isr_partitions", topic, at_min
+    yield "kmon_offline_partitions", topic, offline
+    yield "kmon_leader_elections_total", topic, counted[LEADER_ELECTIONS]
+    yield "kmon_unclean_leader_elections_total", topic, counted[UNCLEAN_LEADER_ELECTIONS]
     for name, counter in (("kmon_isr_shrinks_total", ISR_SHRINKS), ("kmon_isr_expands_total", ISR_EXPANDS)):
         # every replica starts at 0, so that an alert on increase() sees the first shrink
-        per_broker = Counter({b: 0 for p in partitions for b in p.replicas})
-        for p in partitions:
-            for key, n in p.counters.items():
-                kind, _, broker = key.partition(":")
-                if kind == counter:
-                    per_broker[int(broker)] += n
+        per_broker = Counter(dict.fromkeys(replicas, 0))
+        for key, n in counted.items():
+            kind, _, broker = key.partition(":")
+            if kind == counter:
+                per_broker[int(broker)] += n
         for broker, n in sorted(per_broker.items()):
             yield name, {**topic, "broker": broker}, n
-    for p in partitions:
-        if _wants_detail(model, p):
-            assert p.state is not None
-            labels = {**topic, "partition": p.partition}
-            yield "kmon_partition_isr_size", labels, len(p.state.isr)
-            yield "kmon_partition_replicas", labels, len(p.replicas)
-            yield "kmon_partition_leader", labels, p.state.leader
+    for p in detailed:
+        assert p.state is not None
+        labels = {**topic, "partition": p.partition}
+        yield "kmon_partition_isr_size", labels, len(p.state.isr)
+        yield "kmon_partition_replicas", labels, len(p.replicas)
+        yield "kmon_partition_leader", labels, p.state.leader
 
 
 def _wants_detail(model: ClusterModel, p: Partition) -> bool:
