@@ -95,13 +95,14 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
             progress(f"draining {produced} events")
             drain_s = wait(lambda: _rows(app) >= produced, 3600, "backlog drain")
             progress(_batch_phases(app, produced, driver_s))
-            before = _rows(app)
+            before, last_batch = _rows(app), _last_batch(app)
             storm = list(broker_failure(shape, zxid, broker=shape.brokers))
             progress(f"storm: {len(storm)} events (broker failure in {partitions} partitions)")
             t0 = time.perf_counter()
             _produce(boot, _encoded(storm))
             wait(lambda: _rows(app) >= before + len(storm), 3600, "storm")
             storm_s = time.perf_counter() - t0  # produce + absorb: the app reads while we write
+            progress(f"the storm's batches: {_batch_phases(app, len(storm), driver_s, last_batch)}")
             progress(f"event -> export delay, {delay_samples} samples")
             delays, scrapes, scrape_bytes = _delays(app, boot, delay_samples, zxid)
             memory = _memory()
@@ -193,14 +194,21 @@ def _timer(f: Callable, spent: list[float]) -> Callable:
     return timed
 
 
-def _batch_phases(app: StreamApp, rows: int, driver_s: dict[str, list[float]]) -> str:
-    """Where the drain's ``rows`` events spent their time, from Spark's query progress (it keeps
-    the last 100 batches) and the driver timers: a Markdown table of sum / median / max in ms.
-    State-store times are summed over the shuffle partitions' tasks, which run in parallel."""
+def _last_batch(app: StreamApp) -> int:
+    recent = app._query.recentProgress
+    return json.loads(recent[-1].json)["batchId"] if recent else -1
+
+
+def _batch_phases(app: StreamApp, rows: int, driver_s: dict[str, list[float]], after: int = -1) -> str:
+    """Where the ``rows`` events of the batches after batch ``after`` spent their time, from
+    Spark's query progress (it keeps the last 100 batches) and the driver timers (emptied
+    here): a Markdown table of sum / median / max in ms. State-store times are summed over
+    the shuffle partitions' tasks, which run in parallel."""
     def batches() -> list[dict]:
-        return [p for p in map(json.loads, (p.json for p in app._query.recentProgress)) if p["numInputRows"]]
-    # a batch's progress comes after its sink (which ended the drain) returns
-    wait(lambda: sum(p["numInputRows"] for p in batches()) >= rows, 120, "the drain's query progress", 0.5)
+        return [p for p in map(json.loads, (p.json for p in app._query.recentProgress))
+                if p["numInputRows"] and p["batchId"] > after]
+    # a batch's progress comes after its sink (which ended the wait) returns
+    wait(lambda: sum(p["numInputRows"] for p in batches()) >= rows, 120, "the batches' query progress", 0.5)
     drained = batches()
     phases: dict[str, list[float]] = defaultdict(list)
     for p in drained:
@@ -215,6 +223,7 @@ def _batch_phases(app: StreamApp, rows: int, driver_s: dict[str, list[float]]) -
                     phases[f"state {k}"].append(v)
     for what, seconds in driver_s.items():
         phases[what] = [s * 1000 for s in seconds]
+        seconds.clear()
     lines = [f"{len(drained)} batches with input; ms unless a count", "| phase | n | sum | median | max |",
              "|---|---|---|---|---|"]
     lines += [f"| {k} | {len(v)} | {sum(v):.0f} | {statistics.median(v):.0f} | {max(v):.0f} |"

@@ -286,9 +286,10 @@ def decode(value: bytes | str) -> Event:
     kind = doc.get("kind")
     if type(kind) is not str or kind not in STATE_TYPES:
         raise MalformedEvent(f"unknown kind {_short(kind)}")
-    data = None if doc.get("op") == "delete" else from_plain(STATE_TYPES[kind], doc.get("data"))
-    # envelope fields this version does not know are ignored: a newer collector may add some
-    return from_plain(Event, {**{k: doc[k] for k in _ENVELOPE if k in doc}, "data": data})
+    doc["data"] = None if doc.get("op") == "delete" else from_plain(STATE_TYPES[kind], doc.get("data"))
+    if not doc.keys() <= _ENVELOPE:   # envelope fields this version does not know are ignored: a newer collector may add some
+        doc = {k: doc[k] for k in _ENVELOPE if k in doc}
+    return from_plain(Event, doc)
 
 
 def parse_json(value: bytes | str) -> Any:
