@@ -98,17 +98,11 @@ class ClusterModel:
         self._completed: dict[str, tuple[str | None, int | None]] = {}  # source -> its last completed snapshot
         self._per_topic: dict[Callable[..., Any], dict[str, Any]] = {}
         self._per_entity: dict[Callable[..., Any], dict[str, Any]] = {}
-        # topic -> partition -> its Partition, rebuilt only when it changes: a broker failure
-        # touches every topic but a third of each one's partitions
-        self._built: dict[str, dict[int, Partition]] = {}
-        self._per_partition: dict[Callable[..., Any], dict[str, dict[int, tuple[Partition, Any]]]] = {}
 
     def apply(self, changed: Mapping[str, EntityRecord | None]) -> None:
         """Take a batch's changed records (entity -> record; None: gone) and forget what was
         derived from them."""
         dirty: set[str] = set()   # topics
-        whole: set[str] = set()   # topics whose every Partition may have changed (assignment, config, deletion)
-        moved: set[tuple[str, int]] = set()   # partitions whose state changed
         resweep = False
         olds = {entity: self.records.get(entity) for entity in changed}
         for entity, record in changed.items():
@@ -119,12 +113,7 @@ class ClusterModel:
             for r in (olds[entity], record):
                 if r is not None:
                     resweep |= r.kind in MARKER_KINDS
-                    topics = _topics_of(r)
-                    dirty |= topics
-                    if r.kind == "partition" and r.state is not None:
-                        moved.add((r.state.topic, r.state.partition))
-                    else:
-                        whole |= topics
+                    dirty |= _topics_of(r)
         if resweep:   # a completed snapshot may sweep any entity of its source
             self._completed = {r.source: (r.snapshot_id, r.state_since_ms) for r in self.records.values()
                                if r.kind in MARKER_KINDS and r.snapshot_id is not None}
@@ -135,7 +124,6 @@ class ClusterModel:
                 self._place(entity, None, record)
             self._per_topic.clear()
             self._per_entity.clear()
-            self._built.clear()
         else:
             for entity, record in changed.items():
                 self._place(entity, olds[entity], record)
@@ -145,19 +133,11 @@ class ClusterModel:
         before, self.registered = self.registered, {r.state.broker_id: r.state for r in self.live("broker")}
         came_or_went = set(before) ^ set(self.registered)
         if came_or_went:   # a partition is offline when its leader is not registered
-            led = {topic for topic, states in self._states.items()
-                   if any(r.state.leader in came_or_went for r in states.values())}
-            dirty |= led
-            whole |= led
+            dirty |= {topic for topic, states in self._states.items()
+                      if any(r.state.leader in came_or_went for r in states.values())}
         for memo in self._per_topic.values():
             for topic in dirty:
                 memo.pop(topic, None)
-        for topic in whole:
-            self._built.pop(topic, None)
-            for by_topic in self._per_partition.values():
-                by_topic.pop(topic, None)
-        for topic, partition in moved:
-            self._built.get(topic, {}).pop(partition, None)
 
     def _place(self, entity: str, old: EntityRecord | None, new: EntityRecord | None) -> None:
         if old is not None and self._live[old.kind].pop(entity, None) is not None:
@@ -193,16 +173,6 @@ class ClusterModel:
         return {entity: _memoised(memo, entity, derive, self, record)
                 for entity, record in sorted(self._live[kind].items())}
 
-    def per_partition(self, derive: Callable[[ClusterModel, Partition], T], partition: Partition) -> T:
-        """``derive(self, partition)``, memoised while ``partition`` is the one :meth:`partitions`
-        returns: until its state, its topic's records or its leader's registration change.
-        ``derive`` must read nothing else (the options aside)."""
-        memo = self._per_partition.setdefault(derive, {}).setdefault(partition.topic, {})
-        cached = memo.get(partition.partition)
-        if cached is None or cached[0] is not partition:
-            cached = memo[partition.partition] = (partition, derive(self, partition))
-        return cached[1]
-
     def partitions(self, topic: str) -> list[Partition]:
         """The topic's assigned partitions, memoised like a ``per_topic`` derivation."""
         return _memoised(self._per_topic.setdefault(ClusterModel._partitions, {}), topic,
@@ -217,19 +187,16 @@ class ClusterModel:
         reassigning = {key for r in self.live("reassignment") for key in r.state.partitions}
         deleting = any(r.state.topic == topic for r in self.live("topic_deletion"))
         states = self._states.get(topic, {})
-        built = self._built.setdefault(topic, {})
         out = []
         for p, replicas in sorted(state.replicas.items()):
-            if (partition := built.get(p)) is None:
-                adding = frozenset(state.adding.get(p, ()))
-                state_record = states.get(p)
-                partition = built[p] = Partition(
-                    topic=topic, partition=p, replicas=replicas, adding=adding,
-                    reassigning=bool(adding or state.removing.get(p)) or f"{topic}:{p}" in reassigning,
-                    deleting=deleting, configured_min_isr=min_isr,
-                    state=state_record.state if state_record is not None else None,
-                    counters=state_record.counters if state_record is not None else {})
-            out.append(partition)
+            adding = frozenset(state.adding.get(p, ()))
+            state_record = states.get(p)
+            out.append(Partition(
+                topic=topic, partition=p, replicas=replicas, adding=adding,
+                reassigning=bool(adding or state.removing.get(p)) or f"{topic}:{p}" in reassigning,
+                deleting=deleting, configured_min_isr=min_isr,
+                state=state_record.state if state_record is not None else None,
+                counters=state_record.counters if state_record is not None else {}))
         return out
 
 

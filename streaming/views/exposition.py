@@ -67,18 +67,6 @@ def render(cluster: str, samples: Iterable[Sample]) -> Text:
     return Text({name: "".join(ls) for name, ls in lines.items()}, {name: tuple(a) for name, a in ages.items()})
 
 
-def joined(texts: Iterable[Text]) -> Text:
-    """One Text of several parts' (rendered apart so that each is kept until it changes), in order."""
-    lines: dict[str, list[str]] = defaultdict(list)
-    ages: dict[str, list[tuple[str, int]]] = defaultdict(list)
-    for text in texts:
-        for name, part in text.lines.items():
-            lines[name].append(part)
-        for name, part_ages in text.ages.items():
-            ages[name].extend(part_ages)
-    return Text({name: "".join(ls) for name, ls in lines.items()}, {name: tuple(a) for name, a in ages.items()})
-
-
 # name -> its labels besides cluster, in order and as a set (checked against every sample's)
 _LABELS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     name: (spec.labels, frozenset(spec.labels)) for name, spec in BY_NAME.items()}

@@ -8,7 +8,7 @@ from typing import Iterator
 
 from streaming.records import ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, UNCLEAN_LEADER_ELECTIONS
 from streaming.views.cluster import ClusterModel, Partition
-from streaming.views.exposition import Sample, Text, joined, render
+from streaming.views.exposition import Sample, Text, render
 
 FAMILY = "isr"
 
@@ -18,10 +18,7 @@ def texts(model: ClusterModel) -> list[Text]:
 
 
 def _topic_text(model: ClusterModel, topic: str) -> Text:
-    partitions = model.partitions(topic)
-    # a partition's detail series are rendered once per change of the partition
-    return joined([render(model.name, _samples(model, partitions)),
-                   *(model.per_partition(_detail_text, p) for p in partitions if _wants_detail(model, p))])
+    return render(model.name, _samples(model, model.partitions(topic)))
 
 
 def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sample]:
@@ -33,14 +30,16 @@ def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sampl
     under = under_min = at_min = offline = 0
     counted: Counter[str] = Counter()   # counter key ("isr_shrinks:1", "leader_elections") -> sum
     replicas: set[int] = set()
+    detailed = []
     for p in partitions:
         under += p.under_replicated
         under_min += p.under_min_isr
         at_min += p.at_min_isr
         offline += p.offline(registered)
-        for key, n in p.counters.items():   # not Counter.update: its Python-level checks cost more than the sum
-            counted[key] += n
+        counted.update(p.counters)
         replicas.update(p.replicas)
+        if _wants_detail(model, p):
+            detailed.append(p)
     yield "kmon_partitions", topic, len(partitions)
     yield "kmon_under_replicated_partitions", topic, under
     yield "kmon_under_min_isr_partitions", topic, under_min
@@ -57,14 +56,12 @@ def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sampl
                 per_broker[int(broker)] += n
         for broker, n in sorted(per_broker.items()):
             yield name, {**topic, "broker": broker}, n
-
-
-def _detail_text(model: ClusterModel, p: Partition) -> Text:
-    assert p.state is not None
-    labels = {"topic": p.topic, "partition": p.partition}
-    return render(model.name, [("kmon_partition_isr_size", labels, len(p.state.isr)),
-                               ("kmon_partition_replicas", labels, len(p.replicas)),
-                               ("kmon_partition_leader", labels, p.state.leader)])
+    for p in detailed:
+        assert p.state is not None
+        labels = {**topic, "partition": p.partition}
+        yield "kmon_partition_isr_size", labels, len(p.state.isr)
+        yield "kmon_partition_replicas", labels, len(p.replicas)
+        yield "kmon_partition_leader", labels, p.state.leader
 
 
 def _wants_detail(model: ClusterModel, p: Partition) -> bool:
