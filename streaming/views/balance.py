@@ -53,7 +53,8 @@ def _samples(model: ClusterModel) -> Iterator[Sample]:
 def _topic_counts(model: ClusterModel, topic: str) -> _Counts:
     c = _Counts()
     for p in model.partitions(topic):
-        c.replicas.update(p.replicas)
+        for b in p.replicas:   # not Counter.update: its Python-level checks cost more than the count
+            c.replicas[b] += 1
         c.imbalanced += p.imbalanced
         c.reassigning += p.reassigning
         if p.state is not None and p.state.leader != NO_LEADER:
