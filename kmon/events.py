@@ -353,7 +353,7 @@ def _fast(cls: type) -> Convert:
     It fills the instance's ``__dict__`` itself: a frozen dataclass' ``__init__`` sets each field
     through ``object.__setattr__``, a third of an event's decode (the schema has no __post_init__)."""
     if hasattr(cls, "__post_init__") or hasattr(cls, "__slots__"):
-        raise TypeError(f"{cls.__name__}: the fast decoder fills __dict__, which would skip its __post_init__")
+        raise TypeError(f"{cls.__name__}: the fast decoder fills __dict__, which skips __post_init__ and has no slots")
     env: dict[str, Any] = {"Slow": _Slow, "cls": cls, "new": object.__new__,
                            "names": frozenset(f.name for f in fields(cls))}
     lines = ["def fast(raw):", "    if type(raw) is not dict or not raw.keys() <= names: raise Slow",
@@ -462,7 +462,7 @@ def _int(value: Any) -> int:
 def _float(value: Any) -> float:
     if type(value) is int:
         return _int(value)
-    if type(value) is not float or not math.isfinite(value):   # json.loads (the legacy record log's reader) takes NaN
+    if type(value) is not float or not math.isfinite(value):   # a document parsed by json.loads, not parse_json, may hold NaN
         raise MalformedEvent(f"should be a finite number, got {_short(value)}")
     return value
 

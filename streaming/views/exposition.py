@@ -46,7 +46,7 @@ def render(cluster: str, samples: Iterable[Sample]) -> Text:
     ages: dict[str, list[tuple[str, int]]] = defaultdict(list)
     first = _pair("cluster", cluster)   # every series' first label
     # label="value" texts met in this call: a topic's samples share its label, and a
-    # partition's detail series their partition's (a third of the drain's driver time was here)
+    # partition's detail series their partition's
     pairs: dict[tuple[str, type, object], str] = {}
     for name, labels, value in samples:
         order, names = _LABELS[name]
