@@ -392,10 +392,23 @@ def _fast_check(hint: Any, tag: str, env: dict[str, Any]) -> list[str]:
     if origin is Literal and all(type(a) is str for a in args):
         env[tag] = frozenset(args)
         return [f"if type(v) is not str or v not in {tag}: raise Slow"]
-    if origin is collections.abc.Mapping and args[0] is str and (valid := _fast_scalar(args[1], "x")) is not None:
-        # the dict parse_json made is kept as it is
-        return [f"if type(v) is not dict or not all({_fast_scalar(str, 'x')} for x in v) "
-                f"or not all({valid} for x in v.values()): raise Slow"]
+    if origin is collections.abc.Mapping and args[0] is str:
+        keys = f"if type(v) is not dict or not all({_fast_scalar(str, 'x')} for x in v): raise Slow"
+        if (valid := _fast_scalar(args[1], "x")) is not None:   # the dict parse_json made is kept as it is
+            return [keys, f"if not all({valid} for x in v.values()): raise Slow"]
+        env[tag] = _fast_value(args[1])
+        return [keys, f"v = {{x: {tag}(y) for x, y in v.items()}}"]
+    if origin is collections.abc.Mapping and (key := _fast_scalar(args[0], "x")) is not None:
+        # int keys, which JSON writes as text
+        env["decimal"] = _DECIMAL.fullmatch
+        if (valid := _fast_scalar(args[1], "y")) is not None:
+            value = [f"    if not ({valid}): raise Slow"]
+        else:
+            env[tag] = _fast_value(args[1])
+            value = [f"    y = {tag}(y)"]
+        return ["if type(v) is not dict: raise Slow", "out = {}", "for x, y in v.items():",
+                "    if not decimal(x): raise Slow", "    x = int(x)", f"    if not ({key}): raise Slow",
+                *value, "    out[x] = y", "v = out"]
     item = typing.get_args(args[0]) if origin is tuple else ()
     if item and item[0] is int and typing.get_origin(args[0]) is Annotated:
         lo, hi = item[1].lo, item[1].hi
@@ -403,6 +416,15 @@ def _fast_check(hint: Any, tag: str, env: dict[str, Any]) -> list[str]:
                 f"or (v and not ({lo} <= min(v) and max(v) <= {hi})): raise Slow", "v = tuple(v)"]
     env[tag] = _fast(hint) if dataclasses.is_dataclass(hint) else _converter(hint)
     return [f"v = {tag}(v)"]
+
+
+@functools.cache
+def _fast_value(hint: Any) -> Convert:
+    """_fast_check's statements for ``hint`` as a function of one value (a map's values)."""
+    env: dict[str, Any] = {"Slow": _Slow}
+    lines = ["def fast(v):", *("    " + line for line in _fast_check(hint, "c", env)), "    return v"]
+    exec("\n".join(lines), env)   # noqa: S102 (code made from type hints, not from input)
+    return env["fast"]
 
 
 def _fast_scalar(hint: Any, var: str) -> str | None:
