@@ -11,14 +11,14 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar
 
-from kmon.events import (MARKER_KINDS, STATE_TYPES, Event, GroupState, Int64, MalformedEvent,
+from kmon.events import (INT32_MAX, MARKER_KINDS, STATE_TYPES, BrokerId, Event, GroupState, Int64, MalformedEvent,
                          Source, SnapshotMarker, decode, from_plain, parse_json, to_json)
 from streaming.transitions import (controller_transitions, group_transitions, partition_transitions,
                                    saw_every_version)
 
-# Counter keys. Per-broker counters are "<name>:<broker id>".
+# Counter names: of the entity (EntityRecord.counters) or per broker (broker_counters).
 ISR_SHRINKS = "isr_shrinks"
 ISR_EXPANDS = "isr_expands"
 LEADER_ELECTIONS = "leader_elections"
@@ -28,6 +28,8 @@ REBALANCES = "rebalances"
 RESYNCS = "resyncs"
 
 
+K = TypeVar("K")
+
 # the source label of what no collector can be named for: an unreadable event or stored record
 UNKNOWN_SOURCE = "unknown"
 
@@ -36,10 +38,6 @@ def cluster_of(key: str) -> str:
     """The cluster part of a message key; 'unknown' when the key is not kmon's."""
     cluster, sep, _ = key.partition("/")
     return cluster if sep and cluster else "unknown"
-
-
-def broker_counter(name: str, broker: int) -> str:
-    return f"{name}:{broker}"
 
 
 class Applied(enum.StrEnum):
@@ -69,6 +67,8 @@ class EntityRecord:
     # entities: the last resync snapshot that contained them;
     # snapshot:<source>: the last snapshot that completed
     snapshot_id: str | None = None
+    # name -> broker id -> count: a partition's ISR shrinks and expands, per broker that left or joined
+    broker_counters: Mapping[str, Mapping[BrokerId, Int64]] = field(default_factory=dict)
 
 
 def apply_event(record: EntityRecord | None, event: Event) -> tuple[EntityRecord | None, Applied]:
@@ -129,8 +129,8 @@ def _delete(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Ap
         return _touch(record, event), Applied.DUPLICATE
     # The tombstone keeps the zxid so an older replayed upsert cannot resurrect the
     # entity; the counters go with the entity.
-    return (_touch(record or _empty(event), event, state=None, counters={}, state_since_ms=None, deleted=True),
-            Applied.APPLIED)
+    return (_touch(record or _empty(event), event, state=None, counters={}, broker_counters={}, state_since_ms=None,
+                   deleted=True), Applied.APPLIED)
 
 
 def _upsert(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Applied]:
@@ -147,9 +147,15 @@ def _upsert(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Ap
             new = _merge_group(prev, new)
     if live is not None and prev == new:
         return _touch(live, event), Applied.DUPLICATE
-    counters = _add(live.counters if live is not None else {}, _increments(event, prev, new))
+    increments, per_broker = _increments(event, prev, new)
+    counters = _add(live.counters if live is not None else {}, increments)
+    broker_counters = live.broker_counters if live is not None else {}
+    if any(per_broker.values()):
+        broker_counters = {**broker_counters, **{name: _add(broker_counters.get(name, {}), by_broker)
+                                                 for name, by_broker in per_broker.items() if by_broker}}
     return _touch(record or _empty(event), event, kind=event.kind, source=event.source, state=new, counters=counters,
-                  state_since_ms=_state_since(prev, new, live, event), deleted=False), Applied.APPLIED
+                  broker_counters=broker_counters, state_since_ms=_state_since(prev, new, live, event),
+                  deleted=False), Applied.APPLIED
 
 
 def _recreated(prev: GroupState, new: GroupState, live: EntityRecord) -> bool:
@@ -180,22 +186,21 @@ def _state_since(prev: Any, new: Any, live: EntityRecord | None, event: Event) -
     return event.observed_ms
 
 
-def _increments(event: Event, prev: Any, new: Any) -> dict[str, int]:
+def _increments(event: Event, prev: Any, new: Any) -> tuple[dict[str, int], dict[str, dict[int, int]]]:
+    """What the event adds to the entity's counters, and to its per-broker counters."""
     kind = event.kind
     if kind == "partition":
         t = partition_transitions(prev, new, saw_every_version(event))
-        return {**{broker_counter(ISR_SHRINKS, b): 1 for b in t.shrinks},
-                **{broker_counter(ISR_EXPANDS, b): 1 for b in t.expands},
-                LEADER_ELECTIONS: int(t.election),
-                UNCLEAN_LEADER_ELECTIONS: int(t.unclean)}
+        return ({LEADER_ELECTIONS: int(t.election), UNCLEAN_LEADER_ELECTIONS: int(t.unclean)},
+                {ISR_SHRINKS: dict.fromkeys(t.shrinks, 1), ISR_EXPANDS: dict.fromkeys(t.expands, 1)})
     if kind == "controller":
-        return {CONTROLLER_CHANGES: controller_transitions(prev, new)}
+        return {CONTROLLER_CHANGES: controller_transitions(prev, new)}, {}
     if kind == "group":
-        return {REBALANCES: group_transitions(prev, new)}
-    return {}
+        return {REBALANCES: group_transitions(prev, new)}, {}
+    return {}, {}
 
 
-def _add(counters: Mapping[str, int], increments: Mapping[str, int]) -> dict[str, int]:
+def _add(counters: Mapping[K, int], increments: Mapping[K, int]) -> dict[K, int]:
     out = dict(counters)
     for key, n in increments.items():
         if n:
@@ -233,8 +238,8 @@ def _apply_marker(record: EntityRecord | None, event: Event) -> tuple[EntityReco
 
 # ---------------------------------------------------------------- state-store form
 
-# "<name>" or "<name>:<broker id>": the views parse the broker back (see broker_counter)
-_COUNTER_KEY = re.compile(r"[a-z_]+(:(0|[1-9][0-9]{0,9}))?")
+# A per-broker counter as records stored it until 2026-11-25 (second session): "<name>:<broker id>"
+_LEGACY_BROKER_COUNTER = re.compile(r"([a-z_]+):(0|[1-9][0-9]{0,9})")
 
 
 def record_to_json(record: EntityRecord) -> str:
@@ -255,14 +260,23 @@ def record_from_json(text: str) -> EntityRecord:
         doc["state"] = from_plain(STATE_TYPES[kind], doc.get("state"))
     elif doc.get("state") is not None:
         raise MalformedEvent("a stored record of a deleted entity with a state")
-    return _checked_counters(from_plain(EntityRecord, doc))
+    return _upgraded_counters(from_plain(EntityRecord, doc))
 
 
-def _checked_counters(record: EntityRecord) -> EntityRecord:
-    bad = [key for key in record.counters if not _COUNTER_KEY.fullmatch(key)]
-    if bad:
-        raise MalformedEvent(f"counter keys the views cannot read: {bad[:3]}")
-    return record
+def _upgraded_counters(record: EntityRecord) -> EntityRecord:
+    """The record with the per-broker counters that older versions kept among its counters
+    ("<name>:<broker id>") moved to broker_counters."""
+    legacy = [key for key in record.counters if ":" in key]
+    if not legacy:
+        return record
+    counters, per_broker = dict(record.counters), {name: dict(c) for name, c in record.broker_counters.items()}
+    for key in legacy:
+        match = _LEGACY_BROKER_COUNTER.fullmatch(key)
+        if match is None or int(match[2]) > INT32_MAX:
+            raise MalformedEvent(f"a counter key the views cannot read: {key!r:.80}")
+        by_broker = per_broker.setdefault(match[1], {})
+        by_broker[int(match[2])] = by_broker.get(int(match[2]), 0) + counters.pop(key)
+    return replace(record, counters=counters, broker_counters=per_broker)
 
 
 @dataclass(frozen=True)
@@ -276,7 +290,7 @@ class _EventRecord:
 def _legacy_record(doc: dict) -> EntityRecord:
     stored: _EventRecord = from_plain(_EventRecord, doc)
     event = decode(stored.event)
-    return _checked_counters(EntityRecord(
+    return _upgraded_counters(EntityRecord(
         cluster=event.cluster, entity=event.entity, kind=event.kind, source=event.source, state=event.data,
         zxid=event.zxid, counters=stored.counters, last_observed_ms=event.observed_ms,
         state_since_ms=stored.state_since_ms, deleted=event.op == "delete", snapshot_id=event.snapshot_id))

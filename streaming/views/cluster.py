@@ -38,6 +38,7 @@ class Partition:
     configured_min_isr: int        # min.insync.replicas
     state: PartitionState | None   # None until its state znode was seen
     counters: Mapping[str, int]
+    broker_counters: Mapping[str, Mapping[int, int]]   # ISR shrinks and expands per broker
 
     @property
     def replication_factor(self) -> int:
@@ -196,7 +197,8 @@ class ClusterModel:
                 reassigning=bool(adding or state.removing.get(p)) or f"{topic}:{p}" in reassigning,
                 deleting=deleting, configured_min_isr=min_isr,
                 state=state_record.state if state_record is not None else None,
-                counters=state_record.counters if state_record is not None else {}))
+                counters=state_record.counters if state_record is not None else {},
+                broker_counters=state_record.broker_counters if state_record is not None else {}))
         return out
 
 

@@ -28,8 +28,9 @@ def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sampl
     topic = {"topic": partitions[0].topic}
     # one pass over the topic's partitions: at 100k partitions the view is rebuilt per batch
     under = under_min = at_min = offline = 0
-    counted: Counter[str] = Counter()   # counter key ("isr_shrinks:1", "leader_elections") -> sum
-    replicas: set[int] = set()
+    counted: Counter[str] = Counter()   # counter name -> sum
+    # ISR_SHRINKS, ISR_EXPANDS -> broker -> sum; every replica at 0, so that an alert on increase() sees the first
+    per_broker: dict[str, Counter[int]] = {ISR_SHRINKS: Counter(), ISR_EXPANDS: Counter()}
     detailed = []
     for p in partitions:
         under += p.under_replicated
@@ -38,7 +39,13 @@ def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sampl
         offline += p.offline(registered)
         for key, n in p.counters.items():   # not Counter.update: its Python-level checks cost more than the sum
             counted[key] += n
-        replicas.update(p.replicas)
+        for name, by_broker in p.broker_counters.items():
+            if (sums := per_broker.get(name)) is not None:
+                for broker, n in by_broker.items():
+                    sums[broker] += n
+        for broker in p.replicas:
+            for sums in per_broker.values():
+                sums[broker] += 0
         if _wants_detail(model, p):
             detailed.append(p)
     yield "kmon_partitions", topic, len(partitions)
@@ -49,13 +56,7 @@ def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sampl
     yield "kmon_leader_elections_total", topic, counted[LEADER_ELECTIONS]
     yield "kmon_unclean_leader_elections_total", topic, counted[UNCLEAN_LEADER_ELECTIONS]
     for name, counter in (("kmon_isr_shrinks_total", ISR_SHRINKS), ("kmon_isr_expands_total", ISR_EXPANDS)):
-        # every replica starts at 0, so that an alert on increase() sees the first shrink
-        per_broker = Counter(dict.fromkeys(replicas, 0))
-        for key, n in counted.items():
-            kind, _, broker = key.partition(":")
-            if kind == counter:
-                per_broker[int(broker)] += n
-        for broker, n in sorted(per_broker.items()):
+        for broker, n in sorted(per_broker[counter].items()):
             yield name, {**topic, "broker": broker}, n
     for p in detailed:
         assert p.state is not None

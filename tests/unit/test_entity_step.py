@@ -24,10 +24,11 @@ def test_each_key_of_a_bucket_is_folded_in_offset_order_and_the_state_carries_ov
     by_key = {row["key"]: row for row in out}
     assert set(by_key) == {"c1/partition:t:0", "c1/controller"}
     assert by_key["c1/partition:t:0"]["rows"] == 2
-    assert record_from_json(by_key["c1/partition:t:0"]["record"]).counters == {"isr_shrinks:2": 1}
+    assert record_from_json(by_key["c1/partition:t:0"]["record"]).broker_counters == {"isr_shrinks": {2: 1}}
     assert json.loads(state) == {key: row["record"] for key, row in by_key.items()}
     state, out = fold_bucket(state, [("c1/partition:t:0", 0, 9, partition((1, 2), 9))])
-    assert [record_from_json(row["record"]).counters for row in out] == [{"isr_shrinks:2": 1, "isr_expands:2": 1}]
+    assert [record_from_json(row["record"]).broker_counters for row in out] == [{"isr_shrinks": {2: 1},
+                                                                                  "isr_expands": {2: 1}}]
     assert set(json.loads(state)) == {"c1/partition:t:0", "c1/controller"}, "keys not in the batch stay"
 
 

@@ -27,7 +27,7 @@ STATS = SelfStats().add(BatchStats(duration_s=0.25, finished_ms=5_000, input_row
                                    state_rows={"c1": 40}))
 RECORDS = [*BROKERS,
            rec("broker", "broker:4", BrokerState(4, None, -1, None, endpoints=(Endpoint("SSL", "h4", 9093, "SSL"),))),
-           topic("t", {0: (1, 2, 3), 1: (2, 3, 5)}), part("t", 0, 2, (2, 3), {"isr_shrinks:1": 2}),
+           topic("t", {0: (1, 2, 3), 1: (2, 3, 5)}), part("t", 0, 2, (2, 3), broker_counters={"isr_shrinks": {1: 2}}),
            part("t", 1, 5, (5,)),
            rec("controller", "controller", ControllerState(1, 4), {"controller_changes": 3}),
            rec("group", "group:g", GroupState("g", "Stable", 3, lag={"t": TopicLag(100, 4.0), "u": TopicLag(0, None)}),

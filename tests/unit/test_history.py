@@ -24,7 +24,7 @@ from streaming.entity_step import fold
 from streaming.history import transitions
 from streaming.history_log import HistoryLog, files, from_ipc, read, table, to_ipc
 from streaming.records import (CONTROLLER_CHANGES, ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, REBALANCES,
-                               UNCLEAN_LEADER_ELECTIONS, apply_event, record_from_json)
+                               UNCLEAN_LEADER_ELECTIONS, EntityRecord, apply_event, record_from_json)
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY_MS = 86_400_000
@@ -136,14 +136,14 @@ def _batches(values: list[str], cuts: list[int]) -> list[list[tuple[int, int, st
     return [rows[a:b] for a, b in zip(edges, edges[1:])]
 
 
-def _fold_batches(key: str, batches) -> tuple[dict, list[dict]]:
+def _fold_batches(key: str, batches) -> tuple[EntityRecord, list[dict]]:
     """fold() over consecutive batches, the state carried as Spark carries it."""
     state, rows = None, []
     for batch in batches:
         out = fold(key, state, batch)
         state = out["record"]
         rows.extend(out["transitions"])
-    return record_from_json(state).counters, rows
+    return record_from_json(state), rows
 
 
 @settings(max_examples=150, deadline=None)
@@ -153,14 +153,13 @@ def test_partition_rows_equal_the_counters_whatever_the_batches(steps, cuts):
     for leader, isr, bump in steps:
         zxid += bump   # 0: the same zxid again (a re-read or a half-stale read)
         values.append(_value(partition(zxid, leader, isr)))
-    counters, rows = _fold_batches("c1/partition:t:0", _batches(values, cuts))
+    record, rows = _fold_batches("c1/partition:t:0", _batches(values, cuts))
+    counters = record.counters
     kinds = Counter(r.kind for r in rows)
     by_broker = Counter((r.kind, r.broker) for r in rows)
-    for name, broker in (k.split(":") for k in counters if ":" in k):
-        kind = {ISR_SHRINKS: "isr_shrink", ISR_EXPANDS: "isr_expand"}[name]
-        assert by_broker[(kind, int(broker))] == counters[f"{name}:{broker}"]
-    assert sum(n for (kind, _), n in by_broker.items() if kind.startswith("isr")) == \
-        sum(n for k, n in counters.items() if ":" in k)
+    counted = Counter({({ISR_SHRINKS: "isr_shrink", ISR_EXPANDS: "isr_expand"}[name], broker): n
+                       for name, per_broker in record.broker_counters.items() for broker, n in per_broker.items()})
+    assert counted == Counter({(kind, broker): n for (kind, broker), n in by_broker.items() if kind.startswith("isr")})
     assert kinds["leader_election"] + kinds["unclean_leader_election"] == counters.get(LEADER_ELECTIONS, 0)
     assert kinds["unclean_leader_election"] == counters.get(UNCLEAN_LEADER_ELECTIONS, 0)
 
@@ -175,13 +174,15 @@ def test_group_and_controller_rows_equal_the_counters(gens, controllers, cuts):
     for i, (step, state) in enumerate(gens):
         generation = -1 if step < 0 else generation + step   # -1: the Admin API does not know it
         values.append(_value(group(i, generation, state)))
-    counters, rows = _fold_batches("c1/group:g", _batches(values, cuts))
+    record, rows = _fold_batches("c1/group:g", _batches(values, cuts))
+    counters = record.counters
     assert len([r for r in rows if r.kind == "rebalance"]) == counters.get(REBALANCES, 0)
     values, epoch = [], 0
     for i, (broker, bump) in enumerate(controllers):
         epoch += bump
         values.append(_value(zk("controller", "controller", ControllerState(broker, epoch, T0 + epoch), i + 1)))
-    counters, rows = _fold_batches("c1/controller", _batches(values, cuts))
+    record, rows = _fold_batches("c1/controller", _batches(values, cuts))
+    counters = record.counters
     assert len(rows) == counters.get(CONTROLLER_CHANGES, 0)
 
 

@@ -145,9 +145,10 @@ def test_partition_without_state_counts_only_as_a_partition():
 
 def test_transition_counters_summed_per_topic_and_broker():
     s = series(*BROKERS, topic("t", {0: (1, 2, 3), 1: (2, 3, 1)}),
-               part("t", 0, 1, (1, 2, 3), {"isr_shrinks:2": 2, "isr_expands:2": 1, "leader_elections": 1}),
-               part("t", 1, 2, (2, 3, 1), {"isr_shrinks:2": 1, "unclean_leader_elections": 1,
-                                           "leader_elections": 2}))
+               part("t", 0, 1, (1, 2, 3), {"leader_elections": 1},
+                    broker_counters={"isr_shrinks": {2: 2}, "isr_expands": {2: 1}}),
+               part("t", 1, 2, (2, 3, 1), {"unclean_leader_elections": 1, "leader_elections": 2},
+                    broker_counters={"isr_shrinks": {2: 1}}))
     assert labelled(s, "kmon_isr_shrinks_total", "broker") == {"1": 0, "2": 3, "3": 0}
     assert labelled(s, "kmon_isr_expands_total", "broker") == {"1": 0, "2": 1, "3": 0}
     assert (topic_isr(s, "t")["leader_elections"], topic_isr(s, "t")["unclean_leader_elections"]) == (3, 1)
@@ -155,7 +156,7 @@ def test_transition_counters_summed_per_topic_and_broker():
 
 def test_deleted_entities_and_their_counters_vanish():
     tomb = EntityRecord("c1", "topic:t", "topic", "zk", None, 9, {}, deleted=True)
-    s = series(*BROKERS, tomb, part("t", 0, 1, (1, 3), {"isr_shrinks:2": 1}))
+    s = series(*BROKERS, tomb, part("t", 0, 1, (1, 3), broker_counters={"isr_shrinks": {2: 1}}))
     assert not any(("topic", "t") in labels for _, labels in s)
     assert balance(s, 2) == (0, 0, 0, 0)
 
@@ -266,8 +267,8 @@ def _random_record(rng: random.Random, clock: int) -> tuple[str, EntityRecord]:
         "broker": lambda: broker(b),
         "topic": lambda: topic(t, {q: tuple(rng.sample(range(1, 6), 3)) for q in range(rng.randrange(1, 4))},
                                config={"min.insync.replicas": str(rng.randrange(1, 4))}),
-        "partition": lambda: part(t, p, leader, isr, {f"isr_shrinks:{b}": rng.randrange(3),
-                                                      "leader_elections": rng.randrange(3)}),
+        "partition": lambda: part(t, p, leader, isr, {"leader_elections": rng.randrange(3)},
+                                  broker_counters={"isr_shrinks": {b: rng.randrange(3)}}),
         "topic_deletion": lambda: rec("topic_deletion", f"topic_deletion:{t}", TopicDeletionState(t)),
         "reassignment": lambda: rec("reassignment", "reassignment", ReassignmentState({f"{t}:{p}": replicas})),
         "controller": lambda: rec("controller", "controller", ControllerState(b, clock)),
