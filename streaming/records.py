@@ -150,9 +150,9 @@ def _upsert(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Ap
     increments, per_broker = _increments(event, prev, new)
     counters = _add(live.counters if live is not None else {}, increments)
     broker_counters = live.broker_counters if live is not None else {}
-    if any(per_broker.values()):
+    if per_broker:
         broker_counters = {**broker_counters, **{name: _add(broker_counters.get(name, {}), by_broker)
-                                                 for name, by_broker in per_broker.items() if by_broker}}
+                                                 for name, by_broker in per_broker.items()}}
     return _touch(record or _empty(event), event, kind=event.kind, source=event.source, state=new, counters=counters,
                   broker_counters=broker_counters, state_since_ms=_state_since(prev, new, live, event),
                   deleted=False), Applied.APPLIED
@@ -191,8 +191,9 @@ def _increments(event: Event, prev: Any, new: Any) -> tuple[dict[str, int], dict
     kind = event.kind
     if kind == "partition":
         t = partition_transitions(prev, new, saw_every_version(event))
-        return ({LEADER_ELECTIONS: int(t.election), UNCLEAN_LEADER_ELECTIONS: int(t.unclean)},
-                {ISR_SHRINKS: dict.fromkeys(t.shrinks, 1), ISR_EXPANDS: dict.fromkeys(t.expands, 1)})
+        per_broker = {name: dict.fromkeys(brokers, 1)
+                      for name, brokers in ((ISR_SHRINKS, t.shrinks), (ISR_EXPANDS, t.expands)) if brokers}
+        return {LEADER_ELECTIONS: int(t.election), UNCLEAN_LEADER_ELECTIONS: int(t.unclean)}, per_broker
     if kind == "controller":
         return {CONTROLLER_CHANGES: controller_transitions(prev, new)}, {}
     if kind == "group":

@@ -29,8 +29,8 @@ def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sampl
     # one pass over the topic's partitions: at 100k partitions the view is rebuilt per batch
     under = under_min = at_min = offline = 0
     counted: Counter[str] = Counter()   # counter name -> sum
-    # ISR_SHRINKS, ISR_EXPANDS -> broker -> sum; every replica at 0, so that an alert on increase() sees the first
-    per_broker: dict[str, Counter[int]] = {ISR_SHRINKS: Counter(), ISR_EXPANDS: Counter()}
+    per_broker: dict[str, Counter[int]] = {ISR_SHRINKS: Counter(), ISR_EXPANDS: Counter()}   # name -> broker -> sum
+    replicas: set[int] = set()
     detailed = []
     for p in partitions:
         under += p.under_replicated
@@ -43,9 +43,7 @@ def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sampl
             if (sums := per_broker.get(name)) is not None:
                 for broker, n in by_broker.items():
                     sums[broker] += n
-        for broker in p.replicas:
-            for sums in per_broker.values():
-                sums[broker] += 0
+        replicas.update(p.replicas)
         if _wants_detail(model, p):
             detailed.append(p)
     yield "kmon_partitions", topic, len(partitions)
@@ -56,8 +54,10 @@ def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sampl
     yield "kmon_leader_elections_total", topic, counted[LEADER_ELECTIONS]
     yield "kmon_unclean_leader_elections_total", topic, counted[UNCLEAN_LEADER_ELECTIONS]
     for name, counter in (("kmon_isr_shrinks_total", ISR_SHRINKS), ("kmon_isr_expands_total", ISR_EXPANDS)):
-        for broker, n in sorted(per_broker[counter].items()):
-            yield name, {**topic, "broker": broker}, n
+        sums = per_broker[counter]
+        # every replica from 0, so that an alert on increase() sees the first shrink
+        for broker in sorted(replicas | sums.keys()):
+            yield name, {**topic, "broker": broker}, sums[broker]
     for p in detailed:
         assert p.state is not None
         labels = {**topic, "partition": p.partition}
