@@ -173,13 +173,16 @@ def _logic_limits(messages: list[tuple[str, bytes]], batch_events: int) -> dict:
 
 
 def _time_driver(app: StreamApp) -> dict[str, list[float]]:
-    """Seconds of each batch's driver side (merge, record log, publish) and of its record-log
-    append, by wrapping the two methods on their instances (streaming/ stays untouched).
-    Wrapped after start(): a first batch that ends before this would go untimed, and the
-    phase summary would show one call fewer than batches."""
+    """Seconds of each batch's driver side: the sink's half (record log, history), the views'
+    half on their thread (one call may present several batches) and the record-log append, by
+    wrapping the methods on their instances (streaming/ stays untouched). Wrapped after
+    start(): a first batch that ends before this would go untimed, and the phase summary
+    would show one call fewer than batches."""
     assert app.driver is not None
-    spent: dict[str, list[float]] = {"driver on_batch": [], "record log append": []}
-    app.driver.on_batch = _timer(app.driver.on_batch, spent["driver on_batch"])  # type: ignore[method-assign]
+    spent: dict[str, list[float]] = {"driver persist (sink)": [], "driver present (views thread)": [],
+                                     "record log append": []}
+    app.driver.persist = _timer(app.driver.persist, spent["driver persist (sink)"])  # type: ignore[method-assign]
+    app.driver.present = _timer(app.driver.present, spent["driver present (views thread)"])  # type: ignore[method-assign]
     app.driver._log.append = _timer(app.driver._log.append, spent["record log append"])  # type: ignore[method-assign]
     return spent
 

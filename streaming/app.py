@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from py4j.protocol import Py4JError
 
@@ -30,7 +30,11 @@ from streaming.gc_tuning import collect_less_often
 from streaming.history_log import HistoryLog, from_ipc, writer_id
 from streaming.record_log import RecordLog
 from streaming.snapshot import SnapshotHolder
+from streaming.view_thread import ViewThread
 from streaming.views import ViewOptions
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger("kmon.stream")
 SIGNAL_GRACE_S = 2.0   # how long a failed query waits for the signal that may have caused it
@@ -72,6 +76,7 @@ class StreamApp:
         self._query = None
         self._server = None
         self.driver: ViewDriver | None = None
+        self._views: ViewThread | None = None
 
     def start(self) -> None:
         cfg = self.cfg
@@ -79,12 +84,14 @@ class StreamApp:
         history = HistoryLog(history_dir(cfg), writer_id(cfg.checkpoint), cfg.history_retention_days)
         self.driver = ViewDriver(RecordLog(cfg.checkpoint / "kmon-views"), history, self.holder, cfg.views,
                                  cfg.events_topic)
+        self._views = ViewThread(self.driver)
+        self._views.start()
         self._server = serve_metrics(cfg.metrics_host, cfg.metrics_port, self.holder)
         log.info("exporter on http://%s:%d/metrics", cfg.metrics_host, self.metrics_port)
         started = time.monotonic()
         log.info("starting Spark (%s)...", cfg.master or "master from spark-submit")
         self._spark = _session(cfg)
-        self._query = _query(self._spark, cfg, self.driver)
+        self._query = _query(self._spark, cfg, self.on_batch)
         log.info("streaming %s from %s (checkpoint %s) after %.1fs",
                  cfg.events_topic, cfg.bootstrap_servers, cfg.checkpoint, time.monotonic() - started)
 
@@ -94,8 +101,8 @@ class StreamApp:
 
     def restart_query(self) -> None:
         """A new run of the query, from the checkpoint, in the same Spark session and exporter."""
-        assert self._spark is not None and self.driver is not None
-        self._query = _query(self._spark, self.cfg, self.driver)
+        assert self._spark is not None
+        self._query = _query(self._spark, self.cfg, self.on_batch)
         log.info("the query runs again from the checkpoint")
 
     def failure(self) -> str | None:
@@ -123,9 +130,22 @@ class StreamApp:
         except (Py4JError, ConnectionError) as e:
             log.info("Spark's JVM had already stopped (%s): the checkpoint holds every completed batch",
                      type(e).__name__)
+        if self._views is not None:
+            self._views.stop()
         if self._server is not None:
             http.stop(self._server)
         log.info("stream stopped")
+
+
+    def on_batch(self, batch_id: int, rows: Iterable[Mapping[str, object]], started: float,
+                 history: Iterable[pa.Table]) -> None:
+        """The sink's part: the batch persisted before Spark commits it, the views left to their thread."""
+        assert self.driver is not None and self._views is not None
+        self._views.submit(self.driver.persist(batch_id, rows, started, history))
+
+    def wait_for_views(self, timeout: float | None = None) -> bool:
+        """Until the views hold every batch the sink took (True), or ``timeout`` seconds."""
+        return self._views is None or self._views.wait_idle(timeout)
 
 
 def history_dir(cfg: StreamConfig) -> Path:
@@ -222,7 +242,7 @@ def kafka_source_options(cfg: StreamConfig) -> dict[str, str]:
     }
 
 
-def _query(spark, cfg: StreamConfig, driver: ViewDriver):
+def _query(spark, cfg: StreamConfig, on_batch: Callable[..., None]):
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -240,7 +260,7 @@ def _query(spark, cfg: StreamConfig, driver: ViewDriver):
         out = batch_df.toArrow()
         columns = zip(*(out.column(name).to_pylist() for name in ("key", "record", "result")))
         history = [from_ipc(data) for data in out.column("history").to_pylist() if data is not None]
-        driver.on_batch(batch_id, ({"key": key, "record": record, **parse_json(result)}
+        on_batch(batch_id, ({"key": key, "record": record, **parse_json(result)}
                                    for key, record, result in columns), started, history)
 
     # "spark-buckets": state per bucket (a checkpoint of the per-key layout of earlier kmon

@@ -1,5 +1,5 @@
-"""The driver side of each micro-batch: merge changed records, persist them, append the
-batch's transitions to the history, bring the views up to date and publish a snapshot for
+"""The driver side of each micro-batch: persist its changed records and append its
+transitions to the history; then bring the views up to date and publish a snapshot for
 scrapes.
 
 No Spark here: it takes the batch's output rows as dicts, so it is tested without a cluster.
@@ -9,11 +9,12 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from streaming.history_log import HistoryLog
 from streaming.record_log import RecordLog
-from streaming.records import UNKNOWN_SOURCE, EntityRecord, record_from_json
+from streaming.records import UNKNOWN_SOURCE, record_from_json
 from streaming.snapshot import Snapshot, SnapshotHolder
 from streaming.stats import BatchStats, SelfStats
 from streaming.views import ViewOptions, Views
@@ -24,7 +25,20 @@ if TYPE_CHECKING:
 log = logging.getLogger("kmon.stream")
 
 
+@dataclass(frozen=True)
+class Persisted:
+    """A micro-batch in the record log and the history, not yet in the views."""
+    batch_id: int
+    texts: Mapping[str, str | None]   # message key -> changed record as stored (None: gone)
+    stats: BatchStats                 # but for its duration, finish and state rows: known once presented
+    started: float                    # when its sink began (the clock's seconds)
+
+
 class ViewDriver:
+    """A micro-batch's driver side in two halves: persist() the records, then present() them
+    in the views and publish a snapshot; on_batch() does both in turn, the app runs the second
+    on its own thread (streaming.view_thread)."""
+
     def __init__(self, record_log: RecordLog, history: HistoryLog, holder: SnapshotHolder, options: ViewOptions,
                  events_topic: str, clock: Callable[[], float] = time.time):
         self._log = record_log
@@ -38,19 +52,24 @@ class ViewDriver:
         # file holds; the views hold the records themselves
         self._texts: dict[str, str] = loaded.texts
         self._views.apply(loaded.records)
-        self._stats = SelfStats()
+        self._stats = SelfStats(state_rows=self._state_rows(),
+                                malformed={(cluster, UNKNOWN_SOURCE): n for cluster, n in loaded.dropped.items()})
         if self._texts:
             log.info("restored %d entity records from %s", len(self._texts), record_log.dir)
-        self._publish(BatchStats(duration_s=0.0, finished_ms=self._now_ms(), state_rows=self._state_rows(),
-                                 malformed={(cluster, UNKNOWN_SOURCE): n for cluster, n in loaded.dropped.items()}),
-                      count=False)
+        self._publish()
 
     def on_batch(self, batch_id: int, rows: Iterable[Mapping[str, object]], started: float,
                  history: Iterable[pa.Table] = ()) -> None:
-        """``rows``: fold()'s per key (its transitions are not read); ``history``: the batch's
+        """Persist a batch, then bring the views up to date with it (both halves in turn)."""
+        self.present([self.persist(batch_id, rows, started, history)])
+
+    def persist(self, batch_id: int, rows: Iterable[Mapping[str, object]], started: float,
+                history: Iterable[pa.Table] = ()) -> Persisted:
+        """The half a micro-batch must finish before Spark commits it: its changed records into
+        the record log and its transitions into the history; returns what the views have yet to
+        take. ``rows``: fold()'s per key (its transitions are not read); ``history``: the batch's
         transitions (streaming.history_log.table)."""
-        changed: dict[str, EntityRecord | None] = {}
-        texts: dict[str, str | None] = {}   # the same, as the executor serialised them
+        texts: dict[str, str | None] = {}   # changed records as the executor serialised them (None: gone)
         events: Counter[tuple[str, str, str]] = Counter()
         malformed: Counter[tuple[str, str]] = Counter()
         input_rows: Counter[str] = Counter()
@@ -58,7 +77,6 @@ class ViewDriver:
         for row in rows:
             key, cluster = str(row["key"]), str(row["cluster"])
             texts[key] = None if row["removed"] else str(row["record"])
-            changed[key] = None if row["removed"] else record_from_json(str(row["record"]))
             input_rows[cluster] += int(row["rows"])  # type: ignore[arg-type]
             for source_kind, n in row["events"].items():  # type: ignore[union-attr]
                 source, kind = source_kind.split("|", 1)
@@ -83,25 +101,33 @@ class ViewDriver:
                 self._texts[key] = text
         self._log.append(batch_id, texts, self._texts)
         written = self._history.append(batch_id, history)
+        stats = BatchStats(duration_s=0.0, finished_ms=0, input_rows=dict(input_rows), events=dict(events),
+                           malformed=dict(malformed), newest_observed_ms=newest, history_rows=written.rows,
+                           history_lost=written.lost)
+        return Persisted(batch_id, texts, stats, started)
+
+    def present(self, batches: Sequence[Persisted]) -> None:
+        """The views' half, for one or more persisted batches in their order: each changed
+        record is parsed once (its latest text), each touched topic rendered once, then a
+        snapshot is published with every batch's statistics."""
+        latest: dict[str, str | None] = {}
+        for batch in batches:
+            latest.update(batch.texts)
+        changed = {key: None if text is None else record_from_json(text) for key, text in latest.items()}
         self._views.apply(changed)
         self._views.refresh()   # before the clock stops: the delay measured is to the rendered view
-        self._publish(BatchStats(duration_s=self._clock() - started, finished_ms=self._now_ms(),
-                                 input_rows=dict(input_rows), events=dict(events),
-                                 malformed=dict(malformed), newest_observed_ms=newest,
-                                 state_rows=self._state_rows(), history_rows=written.rows,
-                                 history_lost=written.lost))
+        finished, state_rows = self._clock(), self._state_rows()
+        for batch in batches:
+            self._stats = self._stats.add(replace(batch.stats, duration_s=finished - batch.started,
+                                                  finished_ms=int(finished * 1000), state_rows=state_rows))
+        self._publish()
         if changed:
-            log.debug("batch %d: %d entities changed, %d held", batch_id, len(changed), len(self._texts))
+            log.debug("batches %s: %d entities changed, %d held", ",".join(str(b.batch_id) for b in batches),
+                      len(changed), len(self._texts))
 
-    def _publish(self, batch: BatchStats, count: bool = True) -> None:
-        if count:
-            self._stats = self._stats.add(batch)
-        else:
-            self._stats = SelfStats(state_rows=dict(batch.state_rows), malformed=dict(batch.malformed))
+    def _publish(self) -> None:
         self._holder.set(Snapshot(self._views.exposition(self._stats), self._stats))
 
     def _state_rows(self) -> dict[str, int]:
         return self._views.record_counts()
 
-    def _now_ms(self) -> int:
-        return int(self._clock() * 1000)
