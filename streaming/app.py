@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from py4j.protocol import Py4JError
 
@@ -137,11 +137,11 @@ class StreamApp:
         log.info("stream stopped")
 
 
-    def on_batch(self, batch_id: int, rows: Iterable[Mapping[str, object]], started: float,
-                 history: Iterable[pa.Table]) -> None:
+    def on_batch(self, batch_id: int, texts: Mapping[str, str | None], summaries: Iterable[Mapping[str, Any]],
+                 started: float, history: Iterable[pa.Table]) -> None:
         """The sink's part: the batch persisted before Spark commits it, the views left to their thread."""
         assert self.driver is not None and self._views is not None
-        self._views.submit(self.driver.persist(batch_id, rows, started, history))
+        self._views.submit(self.driver.persist(batch_id, texts, summaries, started, history))
 
     def wait_for_views(self, timeout: float | None = None) -> bool:
         """Until the views hold every batch the sink took (True), or ``timeout`` seconds."""
@@ -258,10 +258,10 @@ def _query(spark, cfg: StreamConfig, on_batch: Callable[..., None]):
         started = time.time()
         # as Arrow columns: collect() made a Row per changed key, a second of the driver per 100k
         out = batch_df.toArrow()
-        columns = zip(*(out.column(name).to_pylist() for name in ("key", "record", "result")))
+        texts = dict(zip(out.column("key").to_pylist(), out.column("record").to_pylist()))
+        summaries = [parse_json(s) for s in out.column("summary").to_pylist() if s is not None]
         history = [from_ipc(data) for data in out.column("history").to_pylist() if data is not None]
-        on_batch(batch_id, ({"key": key, "record": record, **parse_json(result)}
-                                   for key, record, result in columns), started, history)
+        on_batch(batch_id, texts, summaries, started, history)
 
     # "spark-buckets": state per bucket (a checkpoint of the per-key layout of earlier kmon
     # versions, in "spark", is not read; the events topic is replayed into the new layout)

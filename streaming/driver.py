@@ -2,7 +2,8 @@
 transitions to the history; then bring the views up to date and publish a snapshot for
 scrapes.
 
-No Spark here: it takes the batch's output rows as dicts, so it is tested without a cluster.
+No Spark here: it takes the batch's output columns as Python values, so it is tested without a
+cluster.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from streaming.history_log import HistoryLog
 from streaming.record_log import RecordLog
@@ -58,42 +59,36 @@ class ViewDriver:
             log.info("restored %d entity records from %s", len(self._texts), record_log.dir)
         self._publish()
 
-    def on_batch(self, batch_id: int, rows: Iterable[Mapping[str, object]], started: float,
-                 history: Iterable[pa.Table] = ()) -> None:
+    def on_batch(self, batch_id: int, texts: Mapping[str, str | None], summaries: Iterable[Mapping[str, Any]],
+                 started: float, history: Iterable[pa.Table] = ()) -> None:
         """Persist a batch, then bring the views up to date with it (both halves in turn)."""
-        self.present([self.persist(batch_id, rows, started, history)])
+        self.present([self.persist(batch_id, texts, summaries, started, history)])
 
-    def persist(self, batch_id: int, rows: Iterable[Mapping[str, object]], started: float,
-                history: Iterable[pa.Table] = ()) -> Persisted:
+    def persist(self, batch_id: int, texts: Mapping[str, str | None], summaries: Iterable[Mapping[str, Any]],
+                started: float, history: Iterable[pa.Table] = ()) -> Persisted:
         """The half a micro-batch must finish before Spark commits it: its changed records into
         the record log and its transitions into the history; returns what the views have yet to
-        take. ``rows``: fold()'s per key (its transitions are not read); ``history``: the batch's
-        transitions (streaming.history_log.table)."""
-        texts: dict[str, str | None] = {}   # changed records as the executor serialised them (None: gone)
+        take. ``texts``: each changed record by message key, as the executor serialised it
+        (None: gone); ``summaries``: entity_step.summarise() of each bucket; ``history``: the
+        batch's transitions (streaming.history_log.table)."""
         events: Counter[tuple[str, str, str]] = Counter()
         malformed: Counter[tuple[str, str]] = Counter()
         input_rows: Counter[str] = Counter()
         newest: dict[tuple[str, str], int] = {}
-        for row in rows:
-            key, cluster = str(row["key"]), str(row["cluster"])
-            texts[key] = None if row["removed"] else str(row["record"])
-            input_rows[cluster] += int(row["rows"])  # type: ignore[arg-type]
-            for source_kind, n in row["events"].items():  # type: ignore[union-attr]
-                source, kind = source_kind.split("|", 1)
-                events[(cluster, source, kind)] += n
-                if row["newest_observed_ms"] is not None:
-                    ms = int(row["newest_observed_ms"])  # type: ignore[arg-type]
+        for summary in summaries:
+            input_rows.update(summary["input_rows"])
+            for cluster, sources in summary["events"].items():
+                for source, kinds in sources.items():
+                    for kind, n in kinds.items():
+                        events[(cluster, source, kind)] += n
+            for cluster, sources in summary["newest_observed_ms"].items():
+                for source, ms in sources.items():
                     newest[(cluster, source)] = max(ms, newest.get((cluster, source), ms))
-            for source, n in row["malformed"].items():  # type: ignore[union-attr]
-                malformed[(cluster, source)] += n
-            if row["malformed"]:
-                log.warning("skipped %d malformed event(s) under key %r, the first at %s partition %s offset %s: %s",
-                            sum(row["malformed"].values()), key, self._topic,  # type: ignore[union-attr]
-                            row["malformed_partition"], row["malformed_offset"], row["malformed_reason"])
-            if row["dropped_state"] is not None:
-                malformed[(cluster, UNKNOWN_SOURCE)] += 1
-                log.warning("dropped the stored record of key %r, rebuilt from its events: %s",
-                            key, row["dropped_state"])
+            for cluster, sources in summary["malformed"].items():
+                for source, n in sources.items():
+                    malformed[(cluster, source)] += n
+            for row in summary["problems"]:
+                self._log_problem(row, malformed)
         for key, text in texts.items():
             if text is None:
                 self._texts.pop(key, None)
@@ -105,6 +100,16 @@ class ViewDriver:
                            malformed=dict(malformed), newest_observed_ms=newest, history_rows=written.rows,
                            history_lost=written.lost)
         return Persisted(batch_id, texts, stats, started)
+
+    def _log_problem(self, row: Mapping[str, Any], malformed: Counter[tuple[str, str]]) -> None:
+        key = row["key"]
+        if row["malformed"]:
+            log.warning("skipped %d malformed event(s) under key %r, the first at %s partition %s offset %s: %s",
+                        sum(row["malformed"].values()), key, self._topic,
+                        row["malformed_partition"], row["malformed_offset"], row["malformed_reason"])
+        if row["dropped_state"] is not None:
+            malformed[(row["cluster"], UNKNOWN_SOURCE)] += 1
+            log.warning("dropped the stored record of key %r, rebuilt from its events: %s", key, row["dropped_state"])
 
     def present(self, batches: Sequence[Persisted]) -> None:
         """The views' half, for one or more persisted batches in their order: each changed

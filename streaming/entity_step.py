@@ -12,12 +12,14 @@ Within a bucket each key's rows are folded in Kafka offset order by :func:`fold`
 plus what it saw, for the self-metrics, and the transitions it applied, for the history
 (streaming/history.py). Malformed values, and a stored record that no longer decodes, are
 counted and the first reason is returned so the driver can log it with its partition and
-offset; they never fail the query.
+offset; they never fail the query. The step outputs each key's record, and for the whole
+bucket what its rows saw (:func:`summarise`) and its transitions, so the driver reads a
+bucket's counts, not each key's.
 """
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from kmon.events import MalformedEvent, decode, parse_json, to_json
 from kmon.history import Transition
@@ -30,10 +32,9 @@ from streaming.records import (UNKNOWN_SOURCE, Applied, apply_event, cluster_of,
 # state near 250 KB at 100k partitions (what a 1-event batch rewrites) and 2.5 MB at 1M.
 BUCKETS = 256
 STATE_SCHEMA = "records string"
-# The record travels in its own column, as the state holds it; the rest of fold()'s row is JSON,
-# but for its transitions: the bucket's, as one Arrow stream (history_log.to_ipc) on its first row.
-OUTPUT_SCHEMA = "key string, record string, result string, history binary"
-_OWN_COLUMNS = frozenset({"key", "record", "transitions"})   # fold()'s row fields not in "result"
+# A key's record travels in its own column, as the state holds it (None: gone); the bucket's
+# summary (JSON) and its transitions (one Arrow stream, history_log.to_ipc) on its first row.
+OUTPUT_SCHEMA = "key string, record string, summary string, history binary"
 
 
 def fold(key: str, state: str | None, rows: list[tuple[int, int, str | None]]) -> dict[str, object]:
@@ -113,6 +114,39 @@ def fold_bucket(state: str | None, rows: list[tuple[str, int, int, str | None]])
     return (to_json(records) if records else None), out
 
 
+def summarise(rows: Iterable[dict]) -> dict:
+    """Pure: what fold()'s rows saw, as the driver counts it: rows read per cluster; events per
+    cluster, source and kind; malformed events per cluster and source; the newest observed
+    time per cluster and source; and the rows with something to log (malformed events, a
+    dropped stored record)."""
+    input_rows: dict[str, int] = {}
+    events: dict[str, dict[str, dict[str, int]]] = {}
+    malformed: dict[str, dict[str, int]] = {}
+    newest: dict[str, dict[str, int]] = {}
+    problems = []
+    for row in rows:
+        cluster = row["cluster"]
+        input_rows[cluster] = input_rows.get(cluster, 0) + row["rows"]
+        for source_kind, n in row["events"].items():
+            source, kind = source_kind.split("|", 1)
+            kinds = events.setdefault(cluster, {}).setdefault(source, {})
+            kinds[kind] = kinds.get(kind, 0) + n
+            if row["newest_observed_ms"] is not None:
+                by_source = newest.setdefault(cluster, {})
+                by_source[source] = max(row["newest_observed_ms"], by_source.get(source, 0))
+        for source, n in row["malformed"].items():
+            sources = malformed.setdefault(cluster, {})
+            sources[source] = sources.get(source, 0) + n
+        if row["malformed"] or row["dropped_state"] is not None:
+            problems.append({k: row[k] for k in _PROBLEM_FIELDS})
+    return {"input_rows": input_rows, "events": events, "malformed": malformed, "newest_observed_ms": newest,
+            "problems": problems}
+
+
+_PROBLEM_FIELDS = ("key", "cluster", "malformed", "malformed_partition", "malformed_offset", "malformed_reason",
+                   "dropped_state")
+
+
 def _records(state: str | None) -> tuple[dict[str, str], str | None]:
     if state is None:
         return {}, None
@@ -142,7 +176,7 @@ def step(bucket: tuple[int], frames: Iterator[pd.DataFrame], state) -> Iterator[
     else:
         state.update((new_state,))
     history = table(t for row in out for t in row["transitions"])
+    rest = [None] * (len(out) - 1)
     yield pd.DataFrame({"key": [row["key"] for row in out], "record": [row["record"] for row in out],
-                        "result": [to_json({k: v for k, v in row.items() if k not in _OWN_COLUMNS})
-                                   for row in out],
-                        "history": [to_ipc(history) if history.num_rows else None] + [None] * (len(out) - 1)})
+                        "summary": [to_json(summarise(out))] + rest,
+                        "history": [to_ipc(history) if history.num_rows else None] + rest})

@@ -6,7 +6,7 @@ import pytest
 import streaming.views.isr
 from kmon.events import EVENTS_TOPIC, ControllerState, Event, PartitionState, TopicState, ZnodeMeta, encode
 from streaming.driver import ViewDriver
-from streaming.entity_step import fold
+from streaming.entity_step import fold, summarise
 from streaming.history_log import HistoryLog, files, read, table
 from streaming.record_log import RecordLog
 from streaming.snapshot import SnapshotHolder
@@ -25,6 +25,11 @@ def row(kind: str, entity: str, state, zxid: int) -> dict:
     return fold(f"c1/{entity}", None, [(0, zxid, encode(event).decode())])
 
 
+def batch(rows: list[dict]) -> tuple[dict[str, str | None], list[dict]]:
+    """fold()'s rows as the sink hands them to the driver: records by key, the bucket's summary."""
+    return {row["key"]: row["record"] for row in rows}, [summarise(rows)]
+
+
 def controller_row(broker: int, epoch: int, zxid: int) -> dict:
     return row("controller", "controller", ControllerState(broker, epoch), zxid)
 
@@ -32,9 +37,9 @@ def controller_row(broker: int, epoch: int, zxid: int) -> dict:
 def test_a_snapshot_keeps_what_it_showed_while_later_batches_change_the_records(tmp_path: Path) -> None:
     holder = SnapshotHolder()
     driver = ViewDriver(RecordLog(tmp_path), history(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
-    driver.on_batch(1, [controller_row(1, 1, 1)], started=0.0)
+    driver.on_batch(1, *batch([controller_row(1, 1, 1)]), started=0.0)
     before = holder.get()
-    driver.on_batch(2, [controller_row(2, 2, 2)], started=0.0)
+    driver.on_batch(2, *batch([controller_row(2, 2, 2)]), started=0.0)
     assert value(scrape(holder), "kmon_controller_id") == 2
     holder.set(before)
     assert value(scrape(holder), "kmon_controller_id") == 1
@@ -51,10 +56,12 @@ def test_a_batch_renders_only_the_topics_it_changed(tmp_path: Path, monkeypatch:
     holder = SnapshotHolder()
     driver = ViewDriver(RecordLog(tmp_path), history(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
     topics = [f"t{i}" for i in range(20)]
-    driver.on_batch(1, [row("topic", f"topic:{t}", TopicState(t, None, {0: (1, 2)}), 1) for t in topics], started=0.0)
+    driver.on_batch(1, *batch([row("topic", f"topic:{t}", TopicState(t, None, {0: (1, 2)}), 1) for t in topics]),
+                    started=0.0)
     assert sorted(rendered) == sorted(topics)
     rendered.clear()
-    driver.on_batch(2, [row("partition", "partition:t7:0", PartitionState("t7", 0, 1, 1, (1,), 1), 2)], started=0.0)
+    driver.on_batch(2, *batch([row("partition", "partition:t7:0", PartitionState("t7", 0, 1, 1, (1,), 1), 2)]),
+                    started=0.0)
     assert rendered == ["t7"]
     assert value(scrape(holder), "kmon_under_replicated_partitions", topic="t7") == 1
     assert value(scrape(holder), "kmon_under_replicated_partitions", topic="t8") == 0
@@ -67,8 +74,8 @@ def test_a_batch_appends_its_transitions_to_the_history_and_counts_them(tmp_path
     changed = fold("c1/controller", first["record"], [(0, 2, encode(Event(
         cluster="c1", source="zk", kind="controller", entity="controller", op="upsert", observed_ms=2_000,
         data=ControllerState(2, 2), zxid=2)).decode())])
-    driver.on_batch(1, [first], 0.0, [table(first["transitions"])])
-    driver.on_batch(2, [changed], 0.0, [table(changed["transitions"])])
+    driver.on_batch(1, *batch([first]), 0.0, [table(first["transitions"])])
+    driver.on_batch(2, *batch([changed]), 0.0, [table(changed["transitions"])])
     [written] = files(tmp_path / "history")
     assert [(t.kind, t.old, t.new, t.time_ms) for t in read(written)] == [("controller_change", "1", "2", 2_000)]
     assert value(scrape(holder), "kmon_history_rows_total") == 1

@@ -2,7 +2,7 @@
 import json
 
 from kmon.events import ControllerState, Event, PartitionState, ZnodeMeta, encode
-from streaming.entity_step import fold_bucket
+from streaming.entity_step import fold_bucket, summarise
 from streaming.records import record_from_json
 
 
@@ -51,3 +51,21 @@ def test_a_bucket_with_nothing_to_hold_has_no_state():
     assert state is None
     assert [row["removed"] for row in out] == [True, True]
     assert out[0]["malformed"] == {"unknown": 1}
+
+
+def test_a_buckets_summary_counts_what_its_rows_saw_per_cluster_and_lists_what_to_log():
+    rows = [("c1/partition:t:0", 0, 1, partition((1, 2), 1)),
+            ("c1/partition:t:0", 0, 2, partition((1,), 5)),
+            ("c1/controller", 1, 3, value("controller", ControllerState(2, 1), 4)),
+            ("c1/controller", 1, 4, "{not json"),
+            ("c2/broker:1", 2, 5, "null")]
+    _, out = fold_bucket(None, rows)
+    summary = summarise(out)
+    assert summary["input_rows"] == {"c1": 4, "c2": 1}
+    assert summary["events"] == {"c1": {"zk": {"partition": 2, "controller": 1}}}
+    assert summary["newest_observed_ms"] == {"c1": {"zk": 5}}
+    assert summary["malformed"] == {"c1": {"unknown": 1}, "c2": {"unknown": 1}}
+    problems = {p["key"]: p for p in summary["problems"]}
+    assert set(problems) == {"c1/controller", "c2/broker:1"}
+    assert (problems["c1/controller"]["malformed_partition"], problems["c1/controller"]["malformed_offset"]) == (1, 4)
+    assert json.loads(json.dumps(summary)) == summary, "it travels as JSON"

@@ -33,7 +33,7 @@ from streaming.records import EntityRecord, record_from_json, record_to_json
 from streaming.snapshot import SnapshotHolder
 from streaming.views import ViewOptions
 from streaming.views.exposition import FAMILIES
-from tests.unit.test_driver import history
+from tests.unit.test_driver import batch as driver_batch, history
 from tests.unit.test_exporter import errors, scrape
 
 # Fixed examples (derandomize) so that CI runs what ran here; no example database in the tree.
@@ -222,7 +222,7 @@ def test_a_batch_with_bad_events_is_counted_and_every_family_still_renders(data:
             outs = [fold(key, states.get(key), rows) for key, rows in rows_by_key.items()]
             states.update((out["key"], out["record"]) for out in outs)
             expected_malformed += sum(n for out in outs for n in out["malformed"].values())
-            driver.on_batch(batch, outs, started=0.0)
+            driver.on_batch(batch, *driver_batch(outs), started=0.0)
         series = scrape(holder)
     assert set(errors(series).values()) <= {0}
     counted = sum(v for (name, _), v in series.items() if name == "kmon_malformed_total")
@@ -329,7 +329,8 @@ def test_a_poisoned_state_store_record_is_dropped_counted_and_rebuilt() -> None:
     assert record_from_json(out["record"]).state == event.data and out["malformed"] == {}
     holder = SnapshotHolder()
     with tempfile.TemporaryDirectory() as d:
-        ViewDriver(RecordLog(Path(d)), history(Path(d)), holder, ViewOptions(), EVENTS_TOPIC).on_batch(0, [out], started=0.0)
+        driver = ViewDriver(RecordLog(Path(d)), history(Path(d)), holder, ViewOptions(), EVENTS_TOPIC)
+        driver.on_batch(0, *driver_batch([out]), started=0.0)
     assert scrape(holder)[("kmon_malformed_total", frozenset({"cluster": "c1", "source": "unknown"}.items()))] == 1
 
 

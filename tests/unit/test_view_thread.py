@@ -13,7 +13,7 @@ from streaming.record_log import RecordLog
 from streaming.snapshot import SnapshotHolder
 from streaming.view_thread import ViewsFailed, ViewThread
 from streaming.views import ViewOptions
-from tests.unit.test_driver import controller_row, history
+from tests.unit.test_driver import batch, controller_row, history
 from tests.unit.test_exporter import scrape
 from tests.unit.test_views import value
 
@@ -47,8 +47,8 @@ def held(tmp_path: Path):
     views.stop()
 
 
-def persist(driver: ViewDriver, batch: int, broker: int) -> Persisted:
-    return driver.persist(batch, [controller_row(broker, batch, batch)], started=0.0)
+def persist(driver: ViewDriver, batch_id: int, broker: int) -> Persisted:
+    return driver.persist(batch_id, *batch([controller_row(broker, batch_id, batch_id)]), started=0.0)
 
 
 def test_batches_that_queue_while_the_views_render_are_presented_together(held) -> None:
@@ -115,9 +115,9 @@ def test_presenting_batches_together_equals_presenting_them_in_turn(tmp_path: Pa
     apart, together = SnapshotHolder(), SnapshotHolder()
     one = ViewDriver(RecordLog(tmp_path / "a"), history(tmp_path / "a"), apart, ViewOptions(), EVENTS_TOPIC)
     two = ViewDriver(RecordLog(tmp_path / "b"), history(tmp_path / "b"), together, ViewOptions(), EVENTS_TOPIC)
-    for batch, broker in ((1, 1), (2, 2), (3, 1)):
-        one.on_batch(batch, [controller_row(broker, batch, batch)], started=0.0)
-    two.present([persist(two, batch, broker) for batch, broker in ((1, 1), (2, 2), (3, 1))])
+    for batch_id, broker in ((1, 1), (2, 2), (3, 1)):
+        one.on_batch(batch_id, *batch([controller_row(broker, batch_id, batch_id)]), started=0.0)
+    two.present([persist(two, batch_id, broker) for batch_id, broker in ((1, 1), (2, 2), (3, 1))])
     assert apart.get().stats.events == together.get().stats.events
     assert apart.get().stats.input_rows == together.get().stats.input_rows
     assert value(scrape(apart), "kmon_controller_id") == value(scrape(together), "kmon_controller_id") == 1
