@@ -26,60 +26,61 @@ class ViewOptions:
     default_min_isr: int = 1
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)   # not frozen: a refresh builds one per partition, and a frozen __init__ costs 2.5x
 class Partition:
-    """One assigned partition with what its health is judged by."""
+    """One assigned partition and its health, judged once when built (a topic's partitions are
+    rebuilt when its records or the registration of one of its leaders change). No family
+    writes to it: each reads the same memoised list."""
     topic: str
     partition: int
     replicas: tuple[int, ...]      # assigned, preferred first
     adding: frozenset[int]
     reassigning: bool
     deleting: bool                 # topic queued for deletion
-    configured_min_isr: int        # min.insync.replicas
+    min_isr: int                   # min.insync.replicas, capped by the replication factor
     state: PartitionState | None   # None until its state znode was seen
     counters: Mapping[str, int]
     broker_counters: Mapping[str, Mapping[int, int]]   # ISR shrinks and expands per broker
+    preferred: int | None
+    under_replicated: bool
+    under_min_isr: bool
+    at_min_isr: bool
+    offline: bool
+    imbalanced: bool
 
-    @property
-    def replication_factor(self) -> int:
-        # Kafka's rule: during a reassignment, the size of the original replica set
-        return len(self.replicas) - len(self.adding)
 
-    @property
-    def min_isr(self) -> int:
-        return min(self.configured_min_isr, self.replication_factor)
-
-    def offline(self, registered: Mapping[int, BrokerState]) -> bool:
+def judge(topic: str, partition: int, replicas: tuple[int, ...], adding: frozenset[int], reassigning: bool,
+          deleting: bool, configured_min_isr: int, record: EntityRecord | None,
+          registered: Mapping[int, BrokerState]) -> Partition:
+    """Pure: a partition's health by Kafka's rules."""
+    state: PartitionState | None = record.state if record is not None else None
+    # during a reassignment, the replication factor is the size of the original replica set
+    replication_factor = len(replicas) - len(adding)
+    min_isr = min(configured_min_isr, replication_factor)
+    preferred = replicas[0] if replicas else None
+    if state is None:
+        return Partition(topic, partition, replicas, adding, reassigning, deleting, min_isr, None, {}, {}, preferred,
+                         under_replicated=False, under_min_isr=False, at_min_isr=False, offline=False,
+                         imbalanced=False)
+    isr = len(state.isr)
+    return Partition(
+        topic, partition, replicas, adding, reassigning, deleting, min_isr, state,
+        record.counters if record is not None else {}, record.broker_counters if record is not None else {},
+        preferred, under_replicated=isr < replication_factor, under_min_isr=isr < min_isr, at_min_isr=isr == min_isr,
         # Kafka does not count topics being deleted as offline
-        return (self.state is not None and not self.deleting
-                and (self.state.leader == NO_LEADER or self.state.leader not in registered))
+        offline=not deleting and (state.leader == NO_LEADER or state.leader not in registered),
+        imbalanced=_imbalanced(state, deleting, preferred, adding))
 
-    @property
-    def under_replicated(self) -> bool:
-        return self.state is not None and len(self.state.isr) < self.replication_factor
 
-    @property
-    def under_min_isr(self) -> bool:
-        return self.state is not None and len(self.state.isr) < self.min_isr
-
-    @property
-    def at_min_isr(self) -> bool:
-        return self.state is not None and len(self.state.isr) == self.min_isr
-
-    @property
-    def preferred(self) -> int | None:
-        return self.replicas[0] if self.replicas else None
-
-    @property
-    def imbalanced(self) -> bool:
-        """Kafka's preferred-replica imbalance (ControllerContext.hasPreferredLeader): a
-        reassignment whose new preferred replica is still joining does not count until
-        it is in the ISR; topics being deleted and partitions without a leader state never."""
-        if self.state is None or self.deleting or self.preferred is None:
-            return False
-        if self.preferred in self.adding:
-            return self.preferred in self.state.isr
-        return self.state.leader != self.preferred
+def _imbalanced(state: PartitionState, deleting: bool, preferred: int | None, adding: frozenset[int]) -> bool:
+    """Kafka's preferred-replica imbalance (ControllerContext.hasPreferredLeader): a reassignment
+    whose new preferred replica is still joining does not count until it is in the ISR; topics
+    being deleted and partitions without a leader state never."""
+    if deleting or preferred is None:
+        return False
+    if preferred in adding:
+        return preferred in state.isr
+    return state.leader != preferred
 
 
 class ClusterModel:
@@ -188,17 +189,13 @@ class ClusterModel:
         reassigning = {key for r in self.live("reassignment") for key in r.state.partitions}
         deleting = any(r.state.topic == topic for r in self.live("topic_deletion"))
         states = self._states.get(topic, {})
+        registered = self.registered
         out = []
         for p, replicas in sorted(state.replicas.items()):
             adding = frozenset(state.adding.get(p, ()))
-            state_record = states.get(p)
-            out.append(Partition(
-                topic=topic, partition=p, replicas=replicas, adding=adding,
-                reassigning=bool(adding or state.removing.get(p)) or f"{topic}:{p}" in reassigning,
-                deleting=deleting, configured_min_isr=min_isr,
-                state=state_record.state if state_record is not None else None,
-                counters=state_record.counters if state_record is not None else {},
-                broker_counters=state_record.broker_counters if state_record is not None else {}))
+            out.append(judge(topic, p, replicas, adding,
+                             bool(adding or state.removing.get(p)) or f"{topic}:{p}" in reassigning,
+                             deleting, min_isr, states.get(p), registered))
         return out
 
 

@@ -24,8 +24,8 @@ def _topic_text(model: ClusterModel, topic: str) -> Text:
 def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sample]:
     if not partitions:
         return
-    registered = model.registered
     topic = {"topic": partitions[0].topic}
+    detail = model.options.detail
     # one pass over the topic's partitions: at 100k partitions the view is rebuilt per batch
     under = under_min = at_min = offline = 0
     counted: Counter[str] = Counter()   # counter name -> sum
@@ -36,7 +36,7 @@ def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sampl
         under += p.under_replicated
         under_min += p.under_min_isr
         at_min += p.at_min_isr
-        offline += p.offline(registered)
+        offline += p.offline
         for key, n in p.counters.items():   # not Counter.update: its Python-level checks cost more than the sum
             counted[key] += n
         for name, by_broker in p.broker_counters.items():
@@ -44,7 +44,8 @@ def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sampl
                 for broker, n in by_broker.items():
                     sums[broker] += n
         replicas.update(p.replicas)
-        if _wants_detail(model, p):
+        if p.state is not None and detail != "none" and (
+                detail == "all" or p.offline or p.under_replicated or p.under_min_isr):
             detailed.append(p)
     yield "kmon_partitions", topic, len(partitions)
     yield "kmon_under_replicated_partitions", topic, under
@@ -65,9 +66,3 @@ def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sampl
         yield "kmon_partition_replicas", labels, len(p.replicas)
         yield "kmon_partition_leader", labels, p.state.leader
 
-
-def _wants_detail(model: ClusterModel, p: Partition) -> bool:
-    detail = model.options.detail
-    if p.state is None or detail == "none":
-        return False
-    return detail == "all" or p.offline(model.registered) or p.under_replicated or p.under_min_isr
