@@ -67,6 +67,37 @@ def render(cluster: str, samples: Iterable[Sample]) -> Text:
     return Text({name: "".join(ls) for name, ls in lines.items()}, {name: tuple(a) for name, a in ages.items()})
 
 
+def render_rows(cluster: str, names: tuple[str, ...], labels: tuple[str, ...],
+                rows: Iterable[tuple[tuple[object, ...], tuple[float, ...]]]) -> Text:
+    """Series of several names over the same labels (a partition's detail), one row of label
+    values and a value per name each: what render() writes for them, with each row's labels
+    formatted once for all names and the catalogue checked once per call, not per sample
+    (after a broker failure at 100k partitions, 75k rows). Raises as render() does."""
+    for name in names:
+        if _LABELS[name][0] != labels:
+            raise ValueError(f"{name}: labels {list(labels)}, the catalogue has {list(_LABELS[name][0])}")
+    first = _pair("cluster", cluster)
+    pairs: dict[tuple[str, type, object], str] = {}
+    out: list[list[str]] = [[] for _ in names]
+    for label_values, values in rows:
+        parts = [first]
+        for label, v in zip(labels, label_values, strict=True):
+            pair = pairs.get(key := (label, type(v), v))
+            if pair is None:
+                pair = pairs[key] = _pair(label, v)
+            parts.append(pair)
+        head = f"{{{','.join(parts)}}} "
+        for lines, name, value in zip(out, names, values, strict=True):
+            lines.append(f"{name}{head}{go_float(value)}\n")
+    return Text({name: "".join(lines) for name, lines in zip(names, out) if lines})
+
+
+def joined(*texts: Text) -> Text:
+    """One Text of parts that render different names."""
+    return Text({name: lines for t in texts for name, lines in t.lines.items()},
+                {name: ages for t in texts for name, ages in t.ages.items()})
+
+
 # name -> its labels besides cluster, in order and as a set (checked against every sample's)
 _LABELS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     name: (spec.labels, frozenset(spec.labels)) for name, spec in BY_NAME.items()}

@@ -8,7 +8,7 @@ from typing import Iterator
 
 from streaming.records import ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, UNCLEAN_LEADER_ELECTIONS
 from streaming.views.cluster import ClusterModel, Partition
-from streaming.views.exposition import Sample, Text, render
+from streaming.views.exposition import Sample, Text, joined, render, render_rows
 
 FAMILY = "isr"
 
@@ -17,11 +17,23 @@ def texts(model: ClusterModel) -> list[Text]:
     return list(model.per_topic(_topic_text).values())
 
 
+# per-partition detail of the partitions that are not fully healthy (--partition-detail)
+DETAIL = ("kmon_partition_isr_size", "kmon_partition_replicas", "kmon_partition_leader")
+
+
 def _topic_text(model: ClusterModel, topic: str) -> Text:
-    return render(model.name, _samples(model, model.partitions(topic)))
+    partitions = model.partitions(topic)
+    detailed: list[Partition] = []
+    text = render(model.name, _samples(model, partitions, detailed))
+    if not detailed:
+        return text
+    return joined(text, render_rows(model.name, DETAIL, ("topic", "partition"), (
+        ((p.topic, p.partition), (len(p.state.isr), len(p.replicas), p.state.leader))
+        for p in detailed if p.state is not None)))
 
 
-def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sample]:
+def _samples(model: ClusterModel, partitions: list[Partition], detailed: list[Partition]) -> Iterator[Sample]:
+    """The topic's aggregates; appends the partitions that get detail series to ``detailed``."""
     if not partitions:
         return
     topic = {"topic": partitions[0].topic}
@@ -31,7 +43,6 @@ def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sampl
     counted: Counter[str] = Counter()   # counter name -> sum
     per_broker: dict[str, Counter[int]] = {ISR_SHRINKS: Counter(), ISR_EXPANDS: Counter()}   # name -> broker -> sum
     replicas: set[int] = set()
-    detailed = []
     for p in partitions:
         under += p.under_replicated
         under_min += p.under_min_isr
@@ -59,10 +70,4 @@ def _samples(model: ClusterModel, partitions: list[Partition]) -> Iterator[Sampl
         # every replica from 0, so that an alert on increase() sees the first shrink
         for broker in sorted(replicas | sums.keys()):
             yield name, {**topic, "broker": broker}, sums[broker]
-    for p in detailed:
-        assert p.state is not None
-        labels = {**topic, "partition": p.partition}
-        yield "kmon_partition_isr_size", labels, len(p.state.isr)
-        yield "kmon_partition_replicas", labels, len(p.replicas)
-        yield "kmon_partition_leader", labels, p.state.leader
 
