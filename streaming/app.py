@@ -106,7 +106,9 @@ class StreamApp:
         log.info("the query runs again from the checkpoint")
 
     def failure(self) -> str | None:
-        """Why the query stopped on its own, if it did."""
+        """Why the query or the views stopped on their own, if they did."""
+        if self._views is not None and (why := self._views.failure()) is not None:
+            return why
         try:
             if self._query is not None and not self._query.isActive:
                 exc = self._query.exception()

@@ -62,9 +62,14 @@ class ViewThread:
         if self._thread.is_alive():
             self._thread.join(timeout)
 
+    def failure(self) -> str | None:
+        """Why the views stopped, if they did (the app exits on it even when no batch follows)."""
+        with self._changed:
+            return None if self._failure is None else f"the views stopped: {self._failure!r}"
+
     def _raise_failure(self) -> None:
-        if self._failure is not None:
-            raise ViewsFailed(f"the views stopped: {self._failure!r}") from self._failure
+        if (why := self.failure()) is not None:
+            raise ViewsFailed(why) from self._failure
 
     def _run(self) -> None:
         while True:

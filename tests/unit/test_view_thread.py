@@ -102,9 +102,11 @@ def test_a_failure_of_the_views_fails_the_next_batch(tmp_path: Path) -> None:
     views = ViewThread(driver)
     views.start()
     try:
+        assert views.failure() is None
         views.submit(persist(driver, 1, broker=1))
         with pytest.raises(ViewsFailed, match="a bug"):
             views.wait_idle(WAIT_S)
+        assert "a bug" in (views.failure() or "")
         with pytest.raises(ViewsFailed, match="a bug"):
             views.submit(persist(driver, 2, broker=2))
     finally:
