@@ -88,7 +88,9 @@ class ViewDriver:
                 for source, n in sources.items():
                     malformed[(cluster, source)] += n
             for row in summary["problems"]:
-                self._log_problem(row, malformed)
+                self._log_problem(row)
+                if row["dropped_state"] is not None:   # a stored record that no longer decodes
+                    malformed[(row["cluster"], UNKNOWN_SOURCE)] += 1
         for key, text in texts.items():
             if text is None:
                 self._texts.pop(key, None)
@@ -101,14 +103,13 @@ class ViewDriver:
                            history_lost=written.lost)
         return Persisted(batch_id, texts, stats, started)
 
-    def _log_problem(self, row: Mapping[str, Any], malformed: Counter[tuple[str, str]]) -> None:
+    def _log_problem(self, row: Mapping[str, Any]) -> None:
         key = row["key"]
         if row["malformed"]:
             log.warning("skipped %d malformed event(s) under key %r, the first at %s partition %s offset %s: %s",
                         sum(row["malformed"].values()), key, self._topic,
                         row["malformed_partition"], row["malformed_offset"], row["malformed_reason"])
         if row["dropped_state"] is not None:
-            malformed[(row["cluster"], UNKNOWN_SOURCE)] += 1
             log.warning("dropped the stored record of key %r, rebuilt from its events: %s", key, row["dropped_state"])
 
     def present(self, batches: Sequence[Persisted]) -> None:
