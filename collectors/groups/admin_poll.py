@@ -8,9 +8,9 @@ import logging
 import threading
 import time
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, Iterable, Mapping
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from collectors.groups.book import GroupBook, Seen
@@ -25,6 +25,25 @@ log = logging.getLogger("kmon.collectors.groups")
 
 # list_offsets takes many partitions per request; the broker answers per leader
 END_OFFSETS_BATCH = 1000
+
+
+def present_groups(listed: Iterable[str], described: Mapping[str, GroupState],
+                   failed: Mapping[str, BaseException]) -> set[str]:
+    """Pure: the groups that exist after a complete listing (``listed``) and a describe of the
+    listed ones and of those the listing lacks. A group is gone when its coordinator describes
+    it Dead or does not know it (GROUP_ID_NOT_FOUND). A group moving to another coordinator
+    (a broker died) is in no listing for a moment: the old coordinator unloaded it, the new
+    one has not loaded it yet, and its describe fails with NOT_COORDINATOR or
+    COORDINATOR_LOAD_IN_PROGRESS. Deleting it then reset its counters when it came back."""
+    alive = {g for g, s in described.items() if s.state != "Dead"}
+    listed = set(listed)
+    unsure = {g for g, error in failed.items() if g in listed or not _not_found(error)}
+    return alive | unsure
+
+
+def _not_found(error: BaseException) -> bool:
+    kafka_error = error.args[0] if isinstance(error, KafkaException) and error.args else None
+    return isinstance(kafka_error, KafkaError) and kafka_error.code() == KafkaError.GROUP_ID_NOT_FOUND
 
 
 class AdminPoller:
@@ -63,7 +82,9 @@ class AdminPoller:
         if listed is None:
             return
         groups, complete = listed
-        described = self._describe(groups)
+        # described too when the listing is complete: whether a group it lacks is gone (present_groups)
+        missing = sorted(self._book.emitted_groups() - set(groups)) if complete else []
+        described, failed = self._describe(groups + missing)
         # a lag emission is the resync too: it sends every group's full state
         lag_due = self._resync.is_set() or started >= self._next_lag
         if lag_due:
@@ -81,7 +102,7 @@ class AdminPoller:
         for group in sorted(alive):
             self._emit(described[group], started, lag_due)
         if complete:
-            self._delete_vanished(alive | (set(groups) - set(described)))
+            self._delete_vanished(present_groups(groups, described, failed))
         self._poll_duration.set(time.monotonic() - started)
 
     def _emit(self, state: GroupState, started: float, lag_due: bool) -> None:
@@ -128,13 +149,14 @@ class AdminPoller:
                                         concurrency=self._config.concurrency,
                                         timeout=self._config.request_timeout_s))
 
-    def _describe(self, groups: list[str]) -> dict[str, GroupState]:
+    def _describe(self, groups: list[str]) -> tuple[dict[str, GroupState], dict[str, BaseException]]:
+        """The groups described, and why the others were not."""
         timeout = self._config.request_timeout_s
         gathered = self._gather(
             "describe_consumer_groups", groups,
             lambda batch: self._admin.describe_consumer_groups(batch, request_timeout=timeout),
             self._config.describe_batch_size)
-        return {g: state_from_description(d) for g, d in gathered.results.items()}
+        return {g: state_from_description(d) for g, d in gathered.results.items()}, gathered.failures
 
     def _refresh_committed(self, groups: list[str]) -> None:
         """Committed offsets from the Admin API where the __consumer_offsets reader

@@ -8,9 +8,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 import pytest
-from confluent_kafka import ConsumerGroupState, ConsumerGroupType, KafkaError, Node, TopicPartition
+from confluent_kafka import ConsumerGroupState, ConsumerGroupType, KafkaError, KafkaException, Node, TopicPartition
 from confluent_kafka.admin import ConsumerGroupDescription, MemberAssignment, MemberDescription
 
+from collectors.groups.admin_poll import present_groups
 from collectors.groups.book import GroupBook, Seen
 from collectors.groups.config import GroupsConfig, NameFilter
 from collectors.groups.gather import batches, gather
@@ -202,6 +203,23 @@ def test_book_deletes_once_and_does_not_resurrect_from_an_older_observation() ->
     assert book.committed(["g"]) == {} and book.emitted_groups() == set()
     assert book.observe(admin_state(), started) is Seen.DELETED_MEANWHILE
     assert book.observe(admin_state(), time.monotonic()) is Seen.CHANGED  # re-created later
+
+
+def test_a_group_missing_from_a_listing_is_gone_only_when_its_coordinator_says_so() -> None:
+    def state(group: str, name: str) -> GroupState:
+        return GroupState(group=group, state=name, generation=-1, protocol_type="consumer")
+
+    def failure(code: int) -> KafkaException:
+        return KafkaException(KafkaError(code))
+    present = present_groups(
+        listed=["listed", "listed-dead", "listed-undescribed"],
+        described={"listed": state("listed", "Stable"), "listed-dead": state("listed-dead", "Dead"),
+                   "moved": state("moved", "Empty"), "deleted": state("deleted", "Dead")},
+        failed={"listed-undescribed": failure(KafkaError.REQUEST_TIMED_OUT),
+                "moving": failure(KafkaError.NOT_COORDINATOR),
+                "loading": failure(KafkaError.COORDINATOR_LOAD_IN_PROGRESS),
+                "unknown": failure(KafkaError.GROUP_ID_NOT_FOUND)})
+    assert present == {"listed", "listed-undescribed", "moved", "moving", "loading"}
 
 
 def test_book_committed_offsets() -> None:
