@@ -145,10 +145,6 @@ class StreamApp:
         assert self.driver is not None and self._views is not None
         self._views.submit(self.driver.persist(batch_id, texts, summaries, started, history))
 
-    def wait_for_views(self, timeout: float | None = None) -> bool:
-        """Until the views hold every batch the sink took (True), or ``timeout`` seconds."""
-        return self._views is None or self._views.wait_idle(timeout)
-
 
 def history_dir(cfg: StreamConfig) -> Path:
     return cfg.history_dir if cfg.history_dir is not None else cfg.checkpoint / "history"

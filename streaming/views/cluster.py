@@ -53,20 +53,19 @@ def judge(topic: str, partition: int, replicas: tuple[int, ...], adding: frozens
           deleting: bool, configured_min_isr: int, record: EntityRecord | None,
           registered: Mapping[int, BrokerState]) -> Partition:
     """Pure: a partition's health by Kafka's rules."""
-    state: PartitionState | None = record.state if record is not None else None
     # during a reassignment, the replication factor is the size of the original replica set
     replication_factor = len(replicas) - len(adding)
     min_isr = min(configured_min_isr, replication_factor)
     preferred = replicas[0] if replicas else None
-    if state is None:
+    if record is None or record.state is None:   # its state znode not seen yet
         return Partition(topic, partition, replicas, adding, reassigning, deleting, min_isr, None, {}, {}, preferred,
                          under_replicated=False, under_min_isr=False, at_min_isr=False, offline=False,
                          imbalanced=False)
+    state: PartitionState = record.state
     isr = len(state.isr)
     return Partition(
-        topic, partition, replicas, adding, reassigning, deleting, min_isr, state,
-        record.counters if record is not None else {}, record.broker_counters if record is not None else {},
-        preferred, under_replicated=isr < replication_factor, under_min_isr=isr < min_isr, at_min_isr=isr == min_isr,
+        topic, partition, replicas, adding, reassigning, deleting, min_isr, state, record.counters,
+        record.broker_counters, preferred, under_replicated=isr < replication_factor, under_min_isr=isr < min_isr, at_min_isr=isr == min_isr,
         # Kafka does not count topics being deleted as offline
         offline=not deleting and (state.leader == NO_LEADER or state.leader not in registered),
         imbalanced=_imbalanced(state, deleting, preferred, adding))
