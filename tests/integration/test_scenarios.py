@@ -221,9 +221,12 @@ class Member(threading.Thread):
         self.consumer = Consumer({"bootstrap.servers": stack.state.bootstrap_servers, "group.id": group,
                                   "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
                                   "heartbeat.interval.ms": 1000, **conf})
-        self.consumer.subscribe([topic])
+        # Callbacks make librdkafka hand every rebalance to poll(), so a paused member cannot rejoin
+        # (without them it may rejoin from its background thread: scenario 5's hold did not hold).
+        self.consumer.subscribe([topic], on_assign=lambda *_: None, on_revoke=lambda *_: None)
         self.stop = threading.Event()
         self.paused = threading.Event()
+        self._idle = threading.Event()   # set while paused and outside poll()
         if paused:  # the test drives the consumer until it clears this
             self.paused.set()
         self.start()
@@ -231,10 +234,17 @@ class Member(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set():
             if self.paused.is_set():
+                self._idle.set()
                 time.sleep(0.1)
                 continue
+            self._idle.clear()
             self.consumer.poll(0.2)
         leave_group(self.consumer)
+
+    def pause(self) -> None:
+        """Stop polling, and return once the member is outside poll()."""
+        self.paused.set()
+        assert self._idle.wait(30), "the member did not pause"
 
     def leave(self) -> None:
         self.stop.set()
@@ -264,7 +274,7 @@ def test_5_rebalances_are_counted_once_per_generation_and_a_held_rebalance_shows
 
         # hold the group in rebalance: the first member stops polling, so it cannot rejoin
         # until its max.poll.interval runs out, while a newcomer waits
-        members[0].paused.set()
+        members[0].pause()
         members.append(Member(mon, group, topic))
         eventually(lambda: v(mon, "kmon_consumer_group_state", group=group, state="PreparingRebalance") == 1,
                    90, "PreparingRebalance exported")
