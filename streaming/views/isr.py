@@ -4,7 +4,6 @@ Rendered per topic, so a change re-renders its topic only."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterator
 
 from streaming.records import ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, UNCLEAN_LEADER_ELECTIONS
 from streaming.views.cluster import ClusterModel, Partition
@@ -22,9 +21,8 @@ DETAIL = ("kmon_partition_isr_size", "kmon_partition_replicas", "kmon_partition_
 
 
 def _topic_text(model: ClusterModel, topic: str) -> Text:
-    partitions = model.partitions(topic)
-    detailed: list[Partition] = []
-    text = render(model.name, _samples(model, partitions, detailed))
+    aggregates, detailed = _summed(model, model.partitions(topic))
+    text = render(model.name, aggregates)
     if not detailed:
         return text
     return joined(text, render_rows(model.name, DETAIL, ("topic", "partition"), (
@@ -32,10 +30,10 @@ def _topic_text(model: ClusterModel, topic: str) -> Text:
         for p in detailed if p.state is not None)))
 
 
-def _samples(model: ClusterModel, partitions: list[Partition], detailed: list[Partition]) -> Iterator[Sample]:
-    """The topic's aggregates; appends the partitions that get detail series to ``detailed``."""
+def _summed(model: ClusterModel, partitions: list[Partition]) -> tuple[list[Sample], list[Partition]]:
+    """The topic's aggregate samples, and the partitions that get detail series."""
     if not partitions:
-        return
+        return [], []
     topic = {"topic": partitions[0].topic}
     detail = model.options.detail
     # one pass over the topic's partitions: at 100k partitions the view is rebuilt per batch
@@ -43,6 +41,7 @@ def _samples(model: ClusterModel, partitions: list[Partition], detailed: list[Pa
     counted: Counter[str] = Counter()   # counter name -> sum
     per_broker: dict[str, Counter[int]] = {ISR_SHRINKS: Counter(), ISR_EXPANDS: Counter()}   # name -> broker -> sum
     replicas: set[int] = set()
+    detailed: list[Partition] = []
     for p in partitions:
         under += p.under_replicated
         under_min += p.under_min_isr
@@ -58,16 +57,18 @@ def _samples(model: ClusterModel, partitions: list[Partition], detailed: list[Pa
         if p.state is not None and detail != "none" and (
                 detail == "all" or p.offline or p.under_replicated or p.under_min_isr):
             detailed.append(p)
-    yield "kmon_partitions", topic, len(partitions)
-    yield "kmon_under_replicated_partitions", topic, under
-    yield "kmon_under_min_isr_partitions", topic, under_min
-    yield "kmon_at_min_isr_partitions", topic, at_min
-    yield "kmon_offline_partitions", topic, offline
-    yield "kmon_leader_elections_total", topic, counted[LEADER_ELECTIONS]
-    yield "kmon_unclean_leader_elections_total", topic, counted[UNCLEAN_LEADER_ELECTIONS]
+    samples: list[Sample] = [
+        ("kmon_partitions", topic, len(partitions)),
+        ("kmon_under_replicated_partitions", topic, under),
+        ("kmon_under_min_isr_partitions", topic, under_min),
+        ("kmon_at_min_isr_partitions", topic, at_min),
+        ("kmon_offline_partitions", topic, offline),
+        ("kmon_leader_elections_total", topic, counted[LEADER_ELECTIONS]),
+        ("kmon_unclean_leader_elections_total", topic, counted[UNCLEAN_LEADER_ELECTIONS]),
+    ]
     for name, counter in (("kmon_isr_shrinks_total", ISR_SHRINKS), ("kmon_isr_expands_total", ISR_EXPANDS)):
         sums = per_broker[counter]
         # every replica from 0, so that an alert on increase() sees the first shrink
         for broker in sorted(replicas | sums.keys()):
-            yield name, {**topic, "broker": broker}, sums[broker]
-
+            samples.append((name, {**topic, "broker": broker}, sums[broker]))
+    return samples, detailed
