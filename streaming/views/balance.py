@@ -7,15 +7,15 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from streaming.transitions import NO_LEADER
-from streaming.views.cluster import ClusterModel
+from streaming.views.cluster import ClusterModel, Partition
 from streaming.views.exposition import Sample, Text, render
 
 FAMILY = "balance"
 
 
 @dataclass
-class _Counts:
-    """One topic's share, summed over topics."""
+class BalanceTally:
+    """One topic's share, kept by difference (:class:`streaming.views.cluster.Tally`), and summed over topics."""
     leaders: Counter[int] = field(default_factory=Counter)
     preferred: Counter[int] = field(default_factory=Counter)
     replicas: Counter[int] = field(default_factory=Counter)
@@ -24,7 +24,22 @@ class _Counts:
     imbalanced: int = 0
     reassigning: int = 0
 
-    def add(self, other: _Counts) -> None:
+    def add(self, p: Partition, sign: int) -> None:
+        for b in p.replicas:   # not Counter.update: its Python-level checks cost more than the count
+            self.replicas[b] += sign
+        self.imbalanced += sign * p.imbalanced
+        self.reassigning += sign * p.reassigning
+        if p.state is not None and p.state.leader != NO_LEADER:
+            self.leaders[p.state.leader] += sign
+        if p.preferred is None:
+            return
+        self.preferred[p.preferred] += sign
+        if not p.deleting:
+            self.should_lead[p.preferred] += sign
+            # Kafka counts only partitions with a leader state here
+            self.led_by_other[p.preferred] += sign * (p.state is not None and p.state.leader != p.preferred)
+
+    def update(self, other: BalanceTally) -> None:
         for name in ("leaders", "preferred", "replicas", "should_lead", "led_by_other"):
             getattr(self, name).update(getattr(other, name))
         self.imbalanced += other.imbalanced
@@ -36,10 +51,10 @@ def texts(model: ClusterModel) -> list[Text]:
 
 
 def _samples(model: ClusterModel) -> Iterator[Sample]:
-    total = _Counts()
-    for counts in model.per_topic(_topic_counts).values():
-        total.add(counts)
-    for b in sorted(set(model.registered) | set(total.replicas)):
+    total = BalanceTally()
+    for topic in model.topics():
+        total.update(model.tally(BalanceTally, topic))
+    for b in sorted(set(model.registered) | {b for b, n in total.replicas.items() if n}):
         broker = {"broker": b}
         yield "kmon_broker_leader_partitions", broker, total.leaders[b]
         yield "kmon_broker_preferred_leader_partitions", broker, total.preferred[b]
@@ -48,22 +63,3 @@ def _samples(model: ClusterModel) -> Iterator[Sample]:
         yield "kmon_broker_replica_partitions", broker, total.replicas[b]
     yield "kmon_preferred_replica_imbalance", {}, total.imbalanced
     yield "kmon_reassigning_partitions", {}, total.reassigning
-
-
-def _topic_counts(model: ClusterModel, topic: str) -> _Counts:
-    c = _Counts()
-    for p in model.partitions(topic):
-        for b in p.replicas:   # not Counter.update: its Python-level checks cost more than the count
-            c.replicas[b] += 1
-        c.imbalanced += p.imbalanced
-        c.reassigning += p.reassigning
-        if p.state is not None and p.state.leader != NO_LEADER:
-            c.leaders[p.state.leader] += 1
-        if p.preferred is None:
-            continue
-        c.preferred[p.preferred] += 1
-        if not p.deleting:
-            c.should_lead[p.preferred] += 1
-            # Kafka counts only partitions with a leader state here
-            c.led_by_other[p.preferred] += p.state is not None and p.state.leader != p.preferred
-    return c

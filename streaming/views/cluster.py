@@ -2,13 +2,17 @@
 
 The driver applies each micro-batch's changed records (see streaming.records). What the
 families derive per topic or per entity is memoised here and recomputed only for what a
-batch touched, so a batch costs what changed in it, not the size of the cluster.
+batch touched, so a batch costs what changed in it, not the size of the cluster. A broker
+failure touches every topic but only the partitions that broker held: a partition is judged
+again only when its own inputs changed, and a family's sums over a topic's partitions
+(:class:`Tally`) take the difference of the partitions that changed instead of being summed
+again.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Literal, Mapping, Protocol, TypeVar
 
 from kmon.events import MARKER_KINDS, BrokerState, PartitionState, TopicState
 from streaming.records import EntityRecord
@@ -71,6 +75,16 @@ def judge(topic: str, partition: int, replicas: tuple[int, ...], adding: frozens
         imbalanced=_imbalanced(state, deleting, preferred, adding))
 
 
+class Tally(Protocol):
+    """A family's sums over one topic's partitions, kept by difference: ``add(p, 1)`` for each
+    partition, then ``add(old, -1)`` and ``add(new, 1)`` when one is judged again. A sum that
+    comes back to 0 must read as one never added (the same tally is built from scratch too)."""
+    def add(self, p: Partition, sign: int) -> None: ...
+
+
+Tallied = TypeVar("Tallied", bound=Tally)
+
+
 def _imbalanced(state: PartitionState, deleting: bool, preferred: int | None, adding: frozenset[int]) -> bool:
     """Kafka's preferred-replica imbalance (ControllerContext.hasPreferredLeader): a reassignment
     whose new preferred replica is still joining does not count until it is in the ISR; topics
@@ -99,11 +113,13 @@ class ClusterModel:
         self._completed: dict[str, tuple[str | None, int | None]] = {}  # source -> its last completed snapshot
         self._per_topic: dict[Callable[..., Any], dict[str, Any]] = {}
         self._per_entity: dict[Callable[..., Any], dict[str, Any]] = {}
+        self._judged: dict[str, dict[int, Partition]] = {}   # topic -> partition -> its health, in order
+        self._stale: dict[str, set[int] | None] = {}          # topic -> partitions to judge again (None: all)
+        self._tallies: dict[Callable[[], Tally], dict[str, Tally]] = {}   # kind of tally -> topic -> tally
 
     def apply(self, changed: Mapping[str, EntityRecord | None]) -> None:
         """Take a batch's changed records (entity -> record; None: gone) and forget what was
         derived from them."""
-        dirty: set[str] = set()   # topics
         resweep = False
         olds = {entity: self.records.get(entity) for entity in changed}
         for entity, record in changed.items():
@@ -114,7 +130,7 @@ class ClusterModel:
             for r in (olds[entity], record):
                 if r is not None:
                     resweep |= r.kind in MARKER_KINDS
-                    dirty |= _topics_of(r)
+                    self._mark(r)
         if resweep:   # a completed snapshot may sweep any entity of its source
             self._completed = {r.source: (r.snapshot_id, r.state_since_ms) for r in self.records.values()
                                if r.kind in MARKER_KINDS and r.snapshot_id is not None}
@@ -125,6 +141,9 @@ class ClusterModel:
                 self._place(entity, None, record)
             self._per_topic.clear()
             self._per_entity.clear()
+            self._judged.clear()
+            self._stale.clear()
+            self._tallies.clear()
         else:
             for entity, record in changed.items():
                 self._place(entity, olds[entity], record)
@@ -134,11 +153,43 @@ class ClusterModel:
         before, self.registered = self.registered, {r.state.broker_id: r.state for r in self.live("broker")}
         came_or_went = set(before) ^ set(self.registered)
         if came_or_went:   # a partition is offline when its leader is not registered
-            dirty |= {topic for topic, states in self._states.items()
-                      if any(r.state.leader in came_or_went for r in states.values())}
+            for topic, states in self._states.items():
+                for p, r in states.items():
+                    if r.state.leader in came_or_went:
+                        self._mark_partition(topic, p)
         for memo in self._per_topic.values():
-            for topic in dirty:
+            for topic in self._stale:
                 memo.pop(topic, None)
+        for topic in [t for t in self._stale if t not in self._topics]:   # no assignment, no partitions
+            del self._stale[topic]
+            self._forget(topic)
+
+    def _mark(self, record: EntityRecord) -> None:
+        """Note what a record's change makes stale (a tombstone feeds nothing: the record before
+        it, which had a state, names it)."""
+        state = record.state
+        if state is None:
+            return
+        if record.kind == "partition":
+            self._mark_partition(state.topic, state.partition)
+        elif record.kind in ("topic", "topic_deletion"):
+            self._stale[state.topic] = None
+        elif record.kind == "reassignment":
+            for key in state.partitions:
+                topic, _, p = key.rpartition(":")
+                if p.isdigit():
+                    self._mark_partition(topic, int(p))
+
+    def _mark_partition(self, topic: str, partition: int) -> None:
+        if topic not in self._stale:
+            self._stale[topic] = {partition}
+        elif (partitions := self._stale[topic]) is not None:
+            partitions.add(partition)
+
+    def _forget(self, topic: str) -> None:
+        self._judged.pop(topic, None)
+        for tallies in self._tallies.values():
+            tallies.pop(topic, None)
 
     def _place(self, entity: str, old: EntityRecord | None, new: EntityRecord | None) -> None:
         if old is not None and self._live[old.kind].pop(entity, None) is not None:
@@ -165,7 +216,11 @@ class ClusterModel:
         assignment, partition states, deletion, reassignment) or the registration of one of
         its leaders changes: ``derive`` must read nothing else."""
         memo = self._per_topic.setdefault(derive, {})
-        return {topic: _memoised(memo, topic, derive, self, topic) for topic in sorted(self._topics)}
+        return {topic: _memoised(memo, topic, derive, self, topic) for topic in self.topics()}
+
+    def topics(self) -> list[str]:
+        """Every topic with an assignment, in order."""
+        return sorted(self._topics)
 
     def per_entity(self, kind: str, derive: Callable[[ClusterModel, EntityRecord], T]) -> dict[str, T]:
         """``derive(self, record)`` of every live record of ``kind``, memoised until that
@@ -175,27 +230,58 @@ class ClusterModel:
                 for entity, record in sorted(self._live[kind].items())}
 
     def partitions(self, topic: str) -> list[Partition]:
-        """The topic's assigned partitions, memoised like a ``per_topic`` derivation."""
-        return _memoised(self._per_topic.setdefault(ClusterModel._partitions, {}), topic,
-                         ClusterModel._partitions, self, topic)
+        """The topic's assigned partitions, in order, each judged again only when it is stale."""
+        return list(self._judge_stale(topic).values())
 
-    def _partitions(self, topic: str) -> list[Partition]:
+    def tally(self, make: Callable[[], Tallied], topic: str) -> Tallied:
+        """The ``make()`` tally of the topic's partitions, kept by difference as they are judged
+        again (``make`` must be the same object at each call: it names the kind of tally)."""
+        judged = self._judge_stale(topic)
+        tallies = self._tallies.setdefault(make, {})
+        tally = tallies.get(topic)
+        if tally is None:
+            tally = tallies[topic] = make()
+            for p in judged.values():
+                tally.add(p, 1)
+        return tally  # type: ignore[return-value]
+
+    def _judge_stale(self, topic: str) -> dict[int, Partition]:
+        judged = self._judged.get(topic)
+        if judged is not None and topic not in self._stale:
+            return judged
+        stale = self._stale.pop(topic, None)
         record = self._topics.get(topic)
         if record is None:
-            return []
+            return {}
         state: TopicState = record.state
         min_isr = _min_isr(state.config, self.options.default_min_isr)
         reassigning = {key for r in self.live("reassignment") for key in r.state.partitions}
         deleting = any(r.state.topic == topic for r in self.live("topic_deletion"))
         states = self._states.get(topic, {})
         registered = self.registered
-        out = []
-        for p, replicas in sorted(state.replicas.items()):
-            adding = frozenset(state.adding.get(p, ()))
-            out.append(judge(topic, p, replicas, adding,
-                             bool(adding or state.removing.get(p)) or f"{topic}:{p}" in reassigning,
-                             deleting, min_isr, states.get(p), registered))
-        return out
+
+        def judged_now(p: int) -> Partition:
+            replicas, adding = state.replicas[p], frozenset(state.adding.get(p, ()))
+            return judge(topic, p, replicas, adding,
+                         bool(adding or state.removing.get(p)) or f"{topic}:{p}" in reassigning,
+                         deleting, min_isr, states.get(p), registered)
+
+        # Judged again whole when its assignment, config or deletion changed, or when most of
+        # it changed (a difference per partition costs two sums where one would do)
+        if judged is None or stale is None or 2 * len(stale) > len(judged):
+            self._forget(topic)
+            judged = self._judged[topic] = {p: judged_now(p) for p in sorted(state.replicas)}
+            return judged
+        tallies = [t for by_topic in self._tallies.values() if (t := by_topic.get(topic)) is not None]
+        for p in stale:
+            old = judged.get(p)
+            if old is None:   # the state of a partition the assignment does not have
+                continue
+            judged[p] = new = judged_now(p)
+            for tally in tallies:
+                tally.add(old, -1)
+                tally.add(new, 1)
+        return judged
 
 
 def _memoised(memo: dict[str, Any], key: str, derive: Callable[..., T], *args: Any) -> T:
@@ -209,15 +295,3 @@ def _min_isr(config: Mapping[str, str], default: int) -> int:
         return int(config.get("min.insync.replicas", default))
     except ValueError:  # a garbage config value: Kafka would refuse it, use the default
         return default
-
-
-def _topics_of(record: EntityRecord) -> set[str]:
-    """The topics whose derived values a record feeds (a tombstone feeds none: the record
-    before it, which had a state, names them)."""
-    if record.state is None:
-        return set()
-    if record.kind in ("partition", "topic", "topic_deletion"):
-        return {record.state.topic}
-    if record.kind == "reassignment":
-        return {key.rpartition(":")[0] for key in record.state.partitions}
-    return set()

@@ -1,6 +1,7 @@
 """The ISR family: per topic, partitions under-replicated, under/at min ISR, offline, the
 elections and ISR shrinks/expands counted, and per-partition detail of the unhealthy ones.
-Rendered per topic, so a change re-renders its topic only."""
+Rendered per topic, so a change re-renders its topic only; a topic's sums are kept by
+difference (:class:`IsrTally`), so a change costs the partitions it touched."""
 from __future__ import annotations
 
 from collections import Counter
@@ -20,55 +21,69 @@ def texts(model: ClusterModel) -> list[Text]:
 DETAIL = ("kmon_partition_isr_size", "kmon_partition_replicas", "kmon_partition_leader")
 
 
+class IsrTally:
+    """One topic's counts and counter sums, and its partitions that are not fully healthy."""
+
+    def __init__(self) -> None:
+        self.partitions = self.under = self.under_min = self.at_min = self.offline = 0
+        self.counted: Counter[str] = Counter()   # counter name -> sum
+        self.per_broker: dict[str, Counter[int]] = {ISR_SHRINKS: Counter(), ISR_EXPANDS: Counter()}
+        self.replicas: Counter[int] = Counter()   # broker -> replicas it holds (every one gets series)
+        self.unhealthy: dict[int, Partition] = {}
+
+    def add(self, p: Partition, sign: int) -> None:
+        # plain loops, not Counter.update: its Python-level checks cost more than the sum
+        self.partitions += sign
+        self.under += sign * p.under_replicated
+        self.under_min += sign * p.under_min_isr
+        self.at_min += sign * p.at_min_isr
+        self.offline += sign * p.offline
+        for key, n in p.counters.items():
+            self.counted[key] += sign * n
+        for name, by_broker in p.broker_counters.items():
+            if (sums := self.per_broker.get(name)) is not None:
+                for broker, n in by_broker.items():
+                    sums[broker] += sign * n
+        for broker in p.replicas:
+            self.replicas[broker] += sign
+        if p.state is not None and (p.offline or p.under_replicated or p.under_min_isr):
+            if sign > 0:
+                self.unhealthy[p.partition] = p
+            else:
+                del self.unhealthy[p.partition]
+
+
 def _topic_text(model: ClusterModel, topic: str) -> Text:
-    aggregates, detailed = _summed(model, model.partitions(topic))
-    text = render(model.name, aggregates)
+    tally = model.tally(IsrTally, topic)
+    text = render(model.name, _samples(topic, tally))
+    detail = model.options.detail
+    if detail == "none":
+        return text
+    detailed = [p for p in model.partitions(topic) if p.state is not None] if detail == "all" \
+        else [tally.unhealthy[p] for p in sorted(tally.unhealthy)]
     if not detailed:
         return text
     return joined(text, render_rows(model.name, DETAIL, ("topic", "partition"), (
-        ((p.topic, p.partition), (len(p.state.isr), len(p.replicas), p.state.leader))
-        for p in detailed if p.state is not None)))
+        ((p.topic, p.partition), (len(p.state.isr), len(p.replicas), p.state.leader)) for p in detailed)))
 
 
-def _summed(model: ClusterModel, partitions: list[Partition]) -> tuple[list[Sample], list[Partition]]:
-    """The topic's aggregate samples, and the partitions that get detail series."""
-    if not partitions:
-        return [], []
-    topic = {"topic": partitions[0].topic}
-    detail = model.options.detail
-    # one pass over the topic's partitions: at 100k partitions the view is rebuilt per batch
-    under = under_min = at_min = offline = 0
-    counted: Counter[str] = Counter()   # counter name -> sum
-    per_broker: dict[str, Counter[int]] = {ISR_SHRINKS: Counter(), ISR_EXPANDS: Counter()}   # name -> broker -> sum
-    replicas: set[int] = set()
-    detailed: list[Partition] = []
-    for p in partitions:
-        under += p.under_replicated
-        under_min += p.under_min_isr
-        at_min += p.at_min_isr
-        offline += p.offline
-        for key, n in p.counters.items():   # not Counter.update: its Python-level checks cost more than the sum
-            counted[key] += n
-        for name, by_broker in p.broker_counters.items():
-            if (sums := per_broker.get(name)) is not None:
-                for broker, n in by_broker.items():
-                    sums[broker] += n
-        replicas.update(p.replicas)
-        if p.state is not None and detail != "none" and (
-                detail == "all" or p.offline or p.under_replicated or p.under_min_isr):
-            detailed.append(p)
+def _samples(topic: str, tally: IsrTally) -> list[Sample]:
+    if not tally.partitions:
+        return []
+    labels = {"topic": topic}
     samples: list[Sample] = [
-        ("kmon_partitions", topic, len(partitions)),
-        ("kmon_under_replicated_partitions", topic, under),
-        ("kmon_under_min_isr_partitions", topic, under_min),
-        ("kmon_at_min_isr_partitions", topic, at_min),
-        ("kmon_offline_partitions", topic, offline),
-        ("kmon_leader_elections_total", topic, counted[LEADER_ELECTIONS]),
-        ("kmon_unclean_leader_elections_total", topic, counted[UNCLEAN_LEADER_ELECTIONS]),
+        ("kmon_partitions", labels, tally.partitions),
+        ("kmon_under_replicated_partitions", labels, tally.under),
+        ("kmon_under_min_isr_partitions", labels, tally.under_min),
+        ("kmon_at_min_isr_partitions", labels, tally.at_min),
+        ("kmon_offline_partitions", labels, tally.offline),
+        ("kmon_leader_elections_total", labels, tally.counted[LEADER_ELECTIONS]),
+        ("kmon_unclean_leader_elections_total", labels, tally.counted[UNCLEAN_LEADER_ELECTIONS]),
     ]
+    holding = {b for b, n in tally.replicas.items() if n}
     for name, counter in (("kmon_isr_shrinks_total", ISR_SHRINKS), ("kmon_isr_expands_total", ISR_EXPANDS)):
-        sums = per_broker[counter]
+        sums = tally.per_broker[counter]
         # every replica from 0, so that an alert on increase() sees the first shrink
-        for broker in sorted(replicas | sums.keys()):
-            samples.append((name, {**topic, "broker": broker}, sums[broker]))
-    return samples, detailed
+        for broker in sorted(holding | {b for b, n in sums.items() if n}):
+            samples.append((name, {**labels, "broker": broker}, sums[broker]))
+    return samples

@@ -257,15 +257,15 @@ def test_clusters_are_separate():
 
 # ------------------------------------------------------------------ incremental = from scratch
 
-def _random_record(rng: random.Random, clock: int) -> tuple[str, EntityRecord]:
+def _random_record(rng: random.Random, clock: int, partitions: int) -> tuple[str, EntityRecord]:
     """One change of a small cluster: any kind the views read, deletes and resyncs included."""
-    t, p, b = rng.choice("xyz"), rng.randrange(3), rng.randrange(1, 6)
+    t, p, b = rng.choice("xyz"), rng.randrange(partitions), rng.randrange(1, 6)
     replicas = tuple(rng.sample(range(1, 6), 3))
     isr = tuple(rng.sample(replicas, rng.randrange(1, 4)))
     leader = rng.choice([*isr, -1])
     made = {
         "broker": lambda: broker(b),
-        "topic": lambda: topic(t, {q: tuple(rng.sample(range(1, 6), 3)) for q in range(rng.randrange(1, 4))},
+        "topic": lambda: topic(t, {q: tuple(rng.sample(range(1, 6), 3)) for q in range(rng.randrange(1, partitions + 1))},
                                config={"min.insync.replicas": str(rng.randrange(1, 4))}),
         "partition": lambda: part(t, p, leader, isr, {"leader_elections": rng.randrange(3)},
                                   broker_counters={"isr_shrinks": {b: rng.randrange(3)}}),
@@ -283,21 +283,27 @@ def _random_record(rng: random.Random, clock: int) -> tuple[str, EntityRecord]:
     return f"c1/{r.entity}", r
 
 
+@pytest.mark.parametrize("detail", ["unhealthy", "all"])
+@pytest.mark.parametrize("partitions", [3, 16])   # 16: a change touches few of a topic's partitions
 @pytest.mark.parametrize("seed", range(30))
-def test_views_applied_batch_by_batch_equal_views_built_at_once(seed):
+def test_views_applied_batch_by_batch_equal_views_built_at_once(seed, partitions, detail):
+    """Whether the topics' sums are kept by difference or summed again, and however many
+    batches come between two renderings."""
     rng = random.Random(seed)
-    views = Views(ViewOptions("unhealthy", 2))
+    views = Views(ViewOptions(detail, 2))
     current: dict[str, EntityRecord] = {}
     clock = 100
     for _ in range(60):
         batch = {}
         for _ in range(rng.randrange(1, 4)):
             clock += 1
-            key, record = _random_record(rng, clock)
+            key, record = _random_record(rng, clock, partitions)
             batch[key] = record
         views.apply(batch)
         current.update(batch)
-        fresh = Views(ViewOptions("unhealthy", 2))
+        if rng.random() < 0.3:
+            continue
+        fresh = Views(ViewOptions(detail, 2))
         fresh.apply(current)
         incremental = views.exposition(SelfStats()).body(clock)
         assert incremental == fresh.exposition(SelfStats()).body(clock)
