@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -13,10 +14,39 @@ from typing import Callable
 from kmon import signals
 
 
-def free_port() -> int:
+# Picked ports start here: below, system services; from the kernel's ephemeral range on, any
+# socket's automatic port.
+FIRST_PICKED_PORT = 20000
+
+
+def free_port(ephemeral: tuple[int, int] | None = None) -> int:
+    """A free port for a server of the local stack, outside the kernel's ephemeral range: a
+    broker killed and started again must find its port free, and while it is down, clients
+    still connect to it. An ephemeral port there was seen taken by Spark's one-shot Arrow
+    socket, which a reconnecting Kafka client then broke, and the stream's sink waited forever."""
+    low, high = ephemeral or ephemeral_ports()
+    below, above = range(FIRST_PICKED_PORT, low), range(high + 1, 65536)
+    ports = below if len(below) >= len(above) else above
+    rng = random.SystemRandom()
+    for _ in range(200 if len(ports) > 1000 else 0):   # a narrow range: any port the kernel gives
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", rng.choice(ports)))
+                return s.getsockname()[1]
+        except OSError:   # taken: another
+            continue
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def ephemeral_ports(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> tuple[int, int]:
+    """The kernel's range of automatic ports (Linux's default where it does not say)."""
+    try:
+        low, high = map(int, path.read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str, interval: float = 0.2,

@@ -1,0 +1,28 @@
+"""Ports of the local stack's servers: outside the kernel's ephemeral range, so that a stopped
+broker's port cannot be handed to another process's automatic socket while it is down."""
+from pathlib import Path
+
+from kmon.stack.process import FIRST_PICKED_PORT, ephemeral_ports, free_port
+
+
+def test_picked_ports_are_below_the_ephemeral_range() -> None:
+    ports = {free_port((32768, 60999)) for _ in range(50)}
+    assert all(FIRST_PICKED_PORT <= p < 32768 for p in ports), ports
+    assert len(ports) > 1
+
+
+def test_a_range_that_leaves_little_below_picks_above() -> None:
+    assert all(50001 <= free_port((1024, 50000)) <= 65535 for _ in range(20))
+
+
+def test_no_room_outside_the_range_takes_what_the_kernel_gives() -> None:
+    assert 0 < free_port((1024, 65535)) <= 65535
+
+
+def test_the_kernel_range_is_read_and_defaults_where_unreadable(tmp_path: Path) -> None:
+    given = tmp_path / "range"
+    given.write_text("40000\t50000\n")
+    assert ephemeral_ports(given) == (40000, 50000)
+    assert ephemeral_ports(tmp_path / "missing") == (32768, 60999)
+    given.write_text("garbage")
+    assert ephemeral_ports(given) == (32768, 60999)
