@@ -120,9 +120,11 @@ def _storm(app: StreamApp, boot: str, shape: Shape, zxid: Zxids, broker: int, dr
     """One broker failure (healing the one before) produced while the app runs: seconds from
     the first event produced to the last one in a published snapshot, and its events."""
     before, last_batch = _rows(app), _last_batch(app)
-    storm = list(broker_failure(shape, zxid, broker=broker))
+    # encoded before the clock starts: a collector encodes in its own process, and here that
+    # would take the GIL from the driver's views thread, which runs in this one
+    storm = list(_encoded(broker_failure(shape, zxid, broker=broker)))
     t0 = time.perf_counter()
-    _produce(boot, _encoded(storm))
+    _produce(boot, storm)
     produced_s = time.perf_counter() - t0
     wait(lambda: _rows(app) >= before + len(storm), 3600, "storm")
     seconds = time.perf_counter() - t0   # produce + absorb: the app reads while we write
