@@ -32,8 +32,8 @@ class ViewOptions:
 
 @dataclass(slots=True)   # not frozen: a refresh builds one per partition, and a frozen __init__ costs 2.5x
 class Partition:
-    """One assigned partition and its health, judged once when built (a topic's partitions are
-    rebuilt when its records or the registration of one of its leaders change). No family
+    """One assigned partition and its health, judged once when built (again when its state, its
+    leader's registration, a reassignment naming it or its topic's record changes). No family
     writes to it: each reads the same memoised list."""
     topic: str
     partition: int
