@@ -112,6 +112,8 @@ CATALOG: tuple[MetricSpec, ...] = (
     _m("collector_zk_connected", "gauge", (), "collector", "1 while the ZooKeeper session is connected."),
     _m("collector_admin_calls_total", "counter", ("call",), "collector", "Kafka Admin API calls made."),
     _m("collector_poll_duration_seconds", "gauge", (), "collector", "Duration of the latest group poll cycle."),
+    _m("collector_end_offsets_unknown", "gauge", (), "collector",
+       "Partitions with committed offsets whose end offset the latest poll could not read (their lag is left out; logged)."),
     _m("collector_producer_errors_total", "counter", (), "collector", "Events the producer failed to deliver (retried)."),
     _m("collector_buffered_events", "gauge", (), "collector", "Events waiting for the events cluster."),
     _m("collector_dropped_events_total", "counter", (), "collector",

@@ -19,6 +19,7 @@ from collectors.groups.gather import Gathered, K, gather
 from collectors.groups.lag import LagTable
 from collectors.groups.outputs import Emitter
 from collectors.groups.states import Partition, state_from_description, topic_lags
+from collectors.groups.watermarks import WatermarkReader, refused
 from kmon.events import GroupState, TopicLag
 
 log = logging.getLogger("kmon.collectors.groups")
@@ -61,15 +62,21 @@ class AdminPoller:
         self._next_lag = 0.0
         self._resync = threading.Event()
         self._poll_duration = emitter.telemetry.metric("kmon_collector_poll_duration_seconds")
+        self._unknown_ends = emitter.telemetry.metric("kmon_collector_end_offsets_unknown")
+        self._watermarks = WatermarkReader(config)
+        self._asked_again = 0   # partitions the latest poll read through the watermark fallback
 
     def run(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            started = time.monotonic()
-            try:
-                self.poll_once()
-            except Exception:  # a bug or an unexpected client error must not end the thread
-                log.exception("group poll failed")
-            stop.wait(max(0.0, self._config.poll_interval_s - (time.monotonic() - started)))
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    self.poll_once()
+                except Exception:  # a bug or an unexpected client error must not end the thread
+                    log.exception("group poll failed")
+                stop.wait(max(0.0, self._config.poll_interval_s - (time.monotonic() - started)))
+        finally:
+            self._watermarks.close()
 
     def request_resync(self) -> None:
         """Emit every group at the next poll (events were lost on the way to the events topic)."""
@@ -183,11 +190,26 @@ class AdminPoller:
             return {(tp.topic, tp.partition): f for tp, f in futures.items()}
 
         gathered = self._gather("list_offsets", sorted(partitions), submit, END_OFFSETS_BATCH)
-        now = time.monotonic()
         end_offsets = {tp: info.offset for tp, info in gathered.results.items()}
+        end_offsets.update(self._ask_again(refused(gathered.failures)))
+        self._unknown_ends.set(len(partitions) - len(end_offsets))
+        now = time.monotonic()
         for (topic, partition), offset in end_offsets.items():
             self._samples.add(topic, partition, offset, now)
         for topic, partition in self._sampled - partitions:  # no longer committed to: drop samples
             self._samples.forget(topic, partition)
         self._sampled = set(partitions)
         return end_offsets
+
+    def _ask_again(self, partitions: list[Partition]) -> dict[Partition, int]:
+        """The refused partitions' end offsets through the watermark fallback (watermarks.py),
+        within one request timeout in all; said in the log when their number changes."""
+        found = self._watermarks.end_offsets(partitions, self._config.request_timeout_s) if partitions else {}
+        if len(partitions) != self._asked_again:
+            self._asked_again = len(partitions)
+            if partitions:
+                log.warning("list_offsets refused %d partitions (e.g. %s[%d]); read %d of them one by one "
+                            "(their lag is left out until read)", len(partitions), *partitions[0], len(found))
+            else:
+                log.info("list_offsets answers for every partition again")
+        return found

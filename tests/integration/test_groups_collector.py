@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from collectors.groups.collector import GroupsCollector, GroupsConfig, NameFilter
+from collectors.groups.watermarks import WatermarkReader
 from kmon.events import Event, GroupState
 from kmon.stack.local import LocalStack
 from tests.support import create_topic, eventually, leave_group
@@ -100,6 +101,10 @@ class Scenario:
 
     def leave(self, name: str) -> None:
         self.members.pop(name).close()
+
+    @property
+    def collectors(self) -> list[GroupsCollector]:
+        return self._collectors
 
     def states(self, origin: str) -> list[GroupState]:
         return self.recorder.states(self.group, origin)
@@ -223,6 +228,9 @@ def test_lag_in_messages_and_seconds_then_group_deleted(scenario: Scenario) -> N
 
     first = eventually(lag, 30, "a lag event")
     assert (first.lag, dict(first.partitions)) == (70, {0: 40, 1: 30})
+    unknown = scenario.collectors[-1].telemetry.registry.get_sample_value(
+        "kmon_collector_end_offsets_unknown", {"cluster": "test"})
+    assert unknown == 0
     assert first.lag_seconds is not None
     grown = eventually(lambda: (x := lag()) and x.lag_seconds > first.lag_seconds + 1 and x, 30,
                        "lag seconds growing while the group is stopped")
@@ -235,3 +243,18 @@ def test_lag_in_messages_and_seconds_then_group_deleted(scenario: Scenario) -> N
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.delete_consumer_groups([group], request_timeout=30)[group].result(30)
     eventually(lambda: any(e.op == "delete" for e in scenario.recorder.events(group)), 30, "a delete event")
+
+
+def test_the_watermark_fallback_reads_end_offsets_one_by_one(scenario: Scenario) -> None:
+    """The end offsets of partitions list_offsets refused (watermarks.py): read without a leader
+    epoch; a partition that does not exist is left out, and an exhausted budget reads nothing."""
+    bootstrap, topic = scenario.bootstrap, scenario.topic
+    scenario.create_topic(2)
+    produce(bootstrap, topic, {0: 7, 1: 3})
+    reader = WatermarkReader(GroupsConfig(bootstrap_servers=bootstrap, cluster="test", request_timeout_s=5))
+    try:
+        wanted = [(topic, 0), (topic, 1), (topic, 9)]
+        assert reader.end_offsets(wanted, budget_s=20) == {(topic, 0): 7, (topic, 1): 3}
+        assert reader.end_offsets(wanted, budget_s=0) == {}
+    finally:
+        reader.close()

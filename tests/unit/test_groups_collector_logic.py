@@ -20,6 +20,7 @@ from collectors.groups.offsets_codec import GroupMetadata
 from collectors.groups.offsets_reader import OffsetsReader
 from collectors.groups.outputs import Emitter
 from collectors.groups.states import state_from_description, state_from_metadata, topic_lags
+from collectors.groups.watermarks import refused
 from collectors.telemetry import Telemetry
 from kmon.events import Event, GroupMember, GroupState, TopicLag, decode, encode
 from tests.unit.test_offsets_codec import group_key, group_value, offset_key, offset_value, sample_group, sample_offset
@@ -184,6 +185,14 @@ def test_a_refused_batch_fails_its_items_only() -> None:
 
 def admin_state(group: str = "g", state: str = "Stable") -> GroupState:
     return GroupState(group=group, state=state, generation=-1)
+
+
+def test_partitions_a_broker_refused_are_asked_again_and_timed_out_ones_not() -> None:
+    fenced = KafkaException(KafkaError(KafkaError.FENCED_LEADER_EPOCH))
+    failures = {("t", 2): fenced, ("t", 0): TimeoutError("no answer"), ("s", 1): KafkaException(
+        KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION))}
+    assert refused(failures) == [("s", 1), ("t", 2)]
+    assert refused({}) == []
 
 
 def test_book_reports_changes_once() -> None:
