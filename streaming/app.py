@@ -26,7 +26,7 @@ from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_prob
 from streaming import entity_step, pydaemon
 from streaming.driver import ViewDriver
 from streaming.exporter import serve_metrics
-from streaming.gc_tuning import collect_less_often
+from streaming.gc_tuning import FrozenAfterUse, collect_less_often
 from streaming.history_log import HistoryLog, from_ipc, writer_id
 from streaming.record_log import RecordLog
 from streaming.snapshot import SnapshotHolder
@@ -84,7 +84,7 @@ class StreamApp:
         history = HistoryLog(history_dir(cfg), writer_id(cfg.checkpoint), cfg.history_retention_days)
         self.driver = ViewDriver(RecordLog(cfg.checkpoint / "kmon-views"), history, self.holder, cfg.views,
                                  cfg.events_topic)
-        self._views = ViewThread(self.driver)
+        self._views = ViewThread(self.driver, around=FrozenAfterUse().paused)
         self._views.start()
         self._server = serve_metrics(cfg.metrics_host, cfg.metrics_port, self.holder)
         log.info("exporter on http://%s:%d/metrics", cfg.metrics_host, self.metrics_port)

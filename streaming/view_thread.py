@@ -10,8 +10,10 @@ what the delay and batch-duration metrics measure is unchanged.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from typing import Callable, ContextManager
 
 from streaming.driver import Persisted, ViewDriver
 
@@ -26,9 +28,11 @@ class ViewsFailed(RuntimeError):
 class ViewThread:
     """start(), then submit() per persisted batch; stop() presents what is pending and ends."""
 
-    def __init__(self, driver: ViewDriver, max_behind: int = MAX_BEHIND):
+    def __init__(self, driver: ViewDriver, max_behind: int = MAX_BEHIND,
+                 around: Callable[[], ContextManager[None]] = contextlib.nullcontext):
         self._driver = driver
         self._max_behind = max_behind
+        self._around = around   # what each present() runs in (the app's: gc_tuning.FrozenAfterUse)
         self._pending: list[Persisted] = []
         self._busy = False
         self._failure: BaseException | None = None
@@ -80,7 +84,8 @@ class ViewThread:
                 batches, self._pending, self._busy = self._pending, [], True
                 self._changed.notify_all()
             try:
-                self._driver.present(batches)
+                with self._around():
+                    self._driver.present(batches)
             except Exception as e:   # a bug: the next submit fails the query with it
                 log.exception("bringing the views up to date with batches %s failed",
                               ",".join(str(b.batch_id) for b in batches))
