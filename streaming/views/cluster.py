@@ -19,6 +19,7 @@ from streaming.records import EntityRecord
 from streaming.transitions import NO_LEADER
 
 Detail = Literal["unhealthy", "all", "none"]
+_NONE: frozenset[int] = frozenset()
 T = TypeVar("T")
 
 
@@ -110,6 +111,8 @@ class ClusterModel:
         # indexes by what the states say (an entity id is not checked against its state)
         self._topics: dict[str, EntityRecord] = {}                                   # topic -> record
         self._states: defaultdict[str, dict[int, EntityRecord]] = defaultdict(dict)  # topic -> partition -> record
+        # leader -> the partitions it leads: a broker coming or going names its partitions
+        self._led: defaultdict[int, set[tuple[str, int]]] = defaultdict(set)
         self._completed: dict[str, tuple[str | None, int | None]] = {}  # source -> its last completed snapshot
         self._per_topic: dict[Callable[..., Any], dict[str, Any]] = {}
         self._per_entity: dict[Callable[..., Any], dict[str, Any]] = {}
@@ -137,6 +140,7 @@ class ClusterModel:
             self._live.clear()
             self._topics.clear()
             self._states.clear()
+            self._led.clear()
             for entity, record in self.records.items():
                 self._place(entity, None, record)
             self._per_topic.clear()
@@ -152,11 +156,9 @@ class ClusterModel:
                     memo.pop(entity, None)
         before, self.registered = self.registered, {r.state.broker_id: r.state for r in self.live("broker")}
         came_or_went = set(before) ^ set(self.registered)
-        if came_or_went:   # a partition is offline when its leader is not registered
-            for topic, states in self._states.items():
-                for p, r in states.items():
-                    if r.state.leader in came_or_went:
-                        self._mark_partition(topic, p)
+        for broker in came_or_went:   # a partition is offline when its leader is not registered
+            for topic, p in self._led.get(broker, ()):
+                self._mark_partition(topic, p)
         for memo in self._per_topic.values():
             for topic in self._stale:
                 memo.pop(topic, None)
@@ -197,6 +199,7 @@ class ClusterModel:
                 del self._topics[old.state.topic]
             if old.kind == "partition" and self._states[old.state.topic].get(old.state.partition) is old:
                 del self._states[old.state.topic][old.state.partition]
+                self._led[old.state.leader].discard((old.state.topic, old.state.partition))
         if new is None or new.deleted or new.kind in MARKER_KINDS:
             return
         snapshot_id, begun_ms = self._completed.get(new.source, (None, None))
@@ -207,6 +210,7 @@ class ClusterModel:
             self._topics[new.state.topic] = new
         if new.kind == "partition":
             self._states[new.state.topic][new.state.partition] = new
+            self._led[new.state.leader].add((new.state.topic, new.state.partition))
 
     def live(self, kind: str) -> Iterable[EntityRecord]:
         return self._live[kind].values()
@@ -261,9 +265,9 @@ class ClusterModel:
         registered = self.registered
 
         def judged_now(p: int) -> Partition:
-            replicas, adding = state.replicas[p], frozenset(state.adding.get(p, ()))
-            return judge(topic, p, replicas, adding,
-                         bool(adding or state.removing.get(p)) or f"{topic}:{p}" in reassigning,
+            adding = frozenset(state.adding[p]) if p in state.adding else _NONE
+            return judge(topic, p, state.replicas[p], adding,
+                         bool(adding or state.removing.get(p)) or (bool(reassigning) and f"{topic}:{p}" in reassigning),
                          deleting, min_isr, states.get(p), registered)
 
         # Judged again whole when its assignment, config or deletion changed, or when most of
