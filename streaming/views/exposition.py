@@ -67,29 +67,44 @@ def render(cluster: str, samples: Iterable[Sample]) -> Text:
     return Text({name: "".join(ls) for name, ls in lines.items()}, {name: tuple(a) for name, a in ages.items()})
 
 
-def render_rows(cluster: str, names: tuple[str, ...], labels: tuple[str, ...],
-                rows: Iterable[tuple[tuple[object, ...], tuple[float, ...]]]) -> Text:
+class Rows:
     """Series of several names over the same labels (a partition's detail), one row of label
     values and a value per name each: what render() writes for them, with each row's labels
-    formatted once for all names and the catalogue checked once per call, not per sample
-    (after a broker failure at 100k partitions, 75k rows). Raises as render() does."""
-    for name in names:
-        if _LABELS[name][0] != labels:
-            raise ValueError(f"{name}: labels {list(labels)}, the catalogue has {list(_LABELS[name][0])}")
-    first = _pair("cluster", cluster)
-    pairs: dict[tuple[str, type, object], str] = {}
-    out: list[list[str]] = [[] for _ in names]
-    for label_values, values in rows:
-        parts = [first]
-        for label, v in zip(labels, label_values, strict=True):
-            pair = pairs.get(key := (label, type(v), v))
+    formatted once for all names and the catalogue checked once, not per sample (after a
+    broker failure at 100k partitions, 75k rows). A row's lines can be kept and joined again
+    into a later Text (the ISR family keeps a partition's until it is judged again). Raises as
+    render() does."""
+
+    def __init__(self, cluster: str, names: tuple[str, ...], labels: tuple[str, ...]):
+        for name in names:
+            if _LABELS[name][0] != labels:
+                raise ValueError(f"{name}: labels {list(labels)}, the catalogue has {list(_LABELS[name][0])}")
+        self._names, self._labels = names, labels
+        self._first = _pair("cluster", cluster)
+        self._pairs: dict[tuple[str, type, object], str] = {}
+
+    def row(self, label_values: tuple[object, ...], values: tuple[float, ...]) -> tuple[str, ...]:
+        """One line per name."""
+        parts = [self._first]
+        for label, v in zip(self._labels, label_values, strict=True):
+            pair = self._pairs.get(key := (label, type(v), v))
             if pair is None:
-                pair = pairs[key] = _pair(label, v)
+                pair = self._pairs[key] = _pair(label, v)
             parts.append(pair)
         head = f"{{{','.join(parts)}}} "
-        for lines, name, value in zip(out, names, values, strict=True):
-            lines.append(f"{name}{head}{go_float(value)}\n")
-    return Text({name: "".join(lines) for name, lines in zip(names, out) if lines})
+        return tuple(f"{name}{head}{go_float(value)}\n" for name, value in zip(self._names, values, strict=True))
+
+    def text(self, rows: Iterable[tuple[str, ...]]) -> Text:
+        """The Text of rows made by row(), in their order."""
+        per_name = tuple(zip(*rows)) or ((),) * len(self._names)
+        return Text({name: "".join(lines) for name, lines in zip(self._names, per_name) if lines})
+
+
+def render_rows(cluster: str, names: tuple[str, ...], labels: tuple[str, ...],
+                rows: Iterable[tuple[tuple[object, ...], tuple[float, ...]]]) -> Text:
+    """The Text of :class:`Rows` of (label values, values) pairs."""
+    renderer = Rows(cluster, names, labels)
+    return renderer.text(renderer.row(label_values, values) for label_values, values in rows)
 
 
 def joined(*texts: Text) -> Text:

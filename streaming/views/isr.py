@@ -8,7 +8,7 @@ from collections import Counter
 
 from streaming.records import ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, UNCLEAN_LEADER_ELECTIONS
 from streaming.views.cluster import ClusterModel, Partition
-from streaming.views.exposition import Sample, Text, joined, render, render_rows
+from streaming.views.exposition import Rows, Sample, Text, joined, render
 
 FAMILY = "isr"
 
@@ -30,6 +30,9 @@ class IsrTally:
         self.per_broker: dict[str, Counter[int]] = {ISR_SHRINKS: Counter(), ISR_EXPANDS: Counter()}
         self.replicas: Counter[int] = Counter()   # broker -> replicas it holds (every one gets series)
         self.unhealthy: dict[int, Partition] = {}
+        # partition -> (Partition, its detail lines) as last rendered: kept while the partition
+        # is the same object, i.e. until it is judged again
+        self.rendered: dict[int, tuple[Partition, tuple[str, ...]]] = {}
 
     def add(self, p: Partition, sign: int) -> None:
         # plain loops, not Counter.update: its Python-level checks cost more than the sum
@@ -63,8 +66,13 @@ def _topic_text(model: ClusterModel, topic: str) -> Text:
         else [tally.unhealthy[p] for p in sorted(tally.unhealthy)]
     if not detailed:
         return text
-    return joined(text, render_rows(model.name, DETAIL, ("topic", "partition"), (
-        ((p.topic, p.partition), (len(p.state.isr), len(p.replicas), p.state.leader)) for p in detailed)))
+    rows, kept, rendered = Rows(model.name, DETAIL, ("topic", "partition")), tally.rendered, {}
+    for p in detailed:
+        hit = kept.get(p.partition)
+        rendered[p.partition] = hit if hit is not None and hit[0] is p else (
+            p, rows.row((p.topic, p.partition), (len(p.state.isr), len(p.replicas), p.state.leader)))
+    tally.rendered = rendered
+    return joined(text, rows.text(lines for _, lines in rendered.values()))
 
 
 def _samples(topic: str, tally: IsrTally) -> list[Sample]:
