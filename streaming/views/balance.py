@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from streaming.transitions import NO_LEADER
-from streaming.views.cluster import ClusterModel, Partition
+from streaming.views.cluster import ClusterModel, Partition, same_placement
 from streaming.views.exposition import Sample, Text, render
 
 FAMILY = "balance"
@@ -25,17 +25,31 @@ class BalanceTally:
     reassigning: int = 0
 
     def add(self, p: Partition, sign: int) -> None:
+        self._placement(p, sign)
+        self._leadership(p, sign)
+
+    def move(self, old: Partition, new: Partition) -> None:
+        if not same_placement(old, new):
+            self._placement(old, -1)
+            self._placement(new, 1)
+        self._leadership(old, -1)
+        self._leadership(new, 1)
+
+    def _placement(self, p: Partition, sign: int) -> None:
+        """What the assignment decides (replicas, deletion)."""
         for b in p.replicas:   # not Counter.update: its Python-level checks cost more than the count
             self.replicas[b] += sign
+        if p.preferred is not None:
+            self.preferred[p.preferred] += sign
+            if not p.deleting:
+                self.should_lead[p.preferred] += sign
+
+    def _leadership(self, p: Partition, sign: int) -> None:
         self.imbalanced += sign * p.imbalanced
         self.reassigning += sign * p.reassigning
         if p.state is not None and p.state.leader != NO_LEADER:
             self.leaders[p.state.leader] += sign
-        if p.preferred is None:
-            return
-        self.preferred[p.preferred] += sign
-        if not p.deleting:
-            self.should_lead[p.preferred] += sign
+        if p.preferred is not None and not p.deleting:
             # Kafka counts only partitions with a leader state here
             self.led_by_other[p.preferred] += sign * (p.state is not None and p.state.leader != p.preferred)
 

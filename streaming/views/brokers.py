@@ -25,6 +25,11 @@ class HoldersTally:
         for b in p.replicas:   # not Counter.update: its Python-level checks cost more than the count
             self.replicas[b] += sign
 
+    def move(self, old: Partition, new: Partition) -> None:
+        if old.replicas != new.replicas:
+            self.add(old, -1)
+            self.add(new, 1)
+
 
 def _samples(model: ClusterModel) -> Iterator[Sample]:
     holding = {b for topic in model.topics() for b, n in model.tally(HoldersTally, topic).replicas.items() if n}

@@ -78,9 +78,18 @@ def judge(topic: str, partition: int, replicas: tuple[int, ...], adding: frozens
 
 class Tally(Protocol):
     """A family's sums over one topic's partitions, kept by difference: ``add(p, 1)`` for each
-    partition, then ``add(old, -1)`` and ``add(new, 1)`` when one is judged again. A sum that
-    comes back to 0 must read as one never added (the same tally is built from scratch too)."""
+    partition, then ``move(old, new)`` when one is judged again, which must leave the sums
+    ``add(old, -1)`` and ``add(new, 1)`` would (it may skip what a partition's assignment
+    decides when that did not change: a broker failure changes states, not assignments). A sum
+    that comes back to 0 must read as one never added (the same tally is built from scratch too)."""
     def add(self, p: Partition, sign: int) -> None: ...
+
+    def move(self, old: Partition, new: Partition) -> None: ...
+
+
+def same_placement(old: Partition, new: Partition) -> bool:
+    """Whether two judgements of a partition agree on what its assignment decides."""
+    return old.replicas == new.replicas and old.deleting == new.deleting
 
 
 Tallied = TypeVar("Tallied", bound=Tally)
@@ -283,8 +292,7 @@ class ClusterModel:
                 continue
             judged[p] = new = judged_now(p)
             for tally in tallies:
-                tally.add(old, -1)
-                tally.add(new, 1)
+                tally.move(old, new)
         return judged
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from streaming.records import ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, UNCLEAN_LEADER_ELECTIONS
-from streaming.views.cluster import ClusterModel, Partition
+from streaming.views.cluster import ClusterModel, Partition, same_placement
 from streaming.views.exposition import Rows, Sample, Text, joined, render
 
 FAMILY = "isr"
@@ -35,8 +35,23 @@ class IsrTally:
         self.rendered: dict[int, tuple[Partition, tuple[str, ...]]] = {}
 
     def add(self, p: Partition, sign: int) -> None:
-        # plain loops, not Counter.update: its Python-level checks cost more than the sum
+        self._placement(p, sign)
+        self._health(p, sign)
+
+    def move(self, old: Partition, new: Partition) -> None:
+        if not same_placement(old, new):
+            self._placement(old, -1)
+            self._placement(new, 1)
+        self._health(old, -1)
+        self._health(new, 1)
+
+    def _placement(self, p: Partition, sign: int) -> None:
         self.partitions += sign
+        for broker in p.replicas:
+            self.replicas[broker] += sign
+
+    def _health(self, p: Partition, sign: int) -> None:
+        # plain loops, not Counter.update: its Python-level checks cost more than the sum
         self.under += sign * p.under_replicated
         self.under_min += sign * p.under_min_isr
         self.at_min += sign * p.at_min_isr
@@ -47,8 +62,6 @@ class IsrTally:
             if (sums := self.per_broker.get(name)) is not None:
                 for broker, n in by_broker.items():
                     sums[broker] += sign * n
-        for broker in p.replicas:
-            self.replicas[broker] += sign
         if p.state is not None and (p.offline or p.under_replicated or p.under_min_isr):
             if sign > 0:
                 self.unhealthy[p.partition] = p

@@ -315,3 +315,33 @@ def test_a_broker_that_goes_takes_its_partitions_offline_in_the_next_batch():
     assert value(parse(views.exposition(SelfStats()).body(0)), "kmon_offline_partitions", topic="t") == 0
     views.apply(keyed([replace(broker(2), state=None, deleted=True)]))
     assert value(parse(views.exposition(SelfStats()).body(0)), "kmon_offline_partitions", topic="t") == 1
+
+
+def _judged(replicas: tuple[int, ...], isr: tuple[int, ...], leader: int, deleting: bool, shrinks: int):
+    from streaming.views.cluster import judge
+    state = PartitionState("t", 0, leader, 1, isr, 1)
+    record = EntityRecord(cluster="c", entity="partition:t:0", kind="partition", source="zk", state=state, zxid=1,
+                          counters={"isr_shrinks": shrinks}, broker_counters={"isr_shrinks": {replicas[-1]: shrinks}})
+    return judge("t", 0, replicas, frozenset(), False, deleting, 2, record, {1: None, 2: None, 3: None})  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize("make", ["isr", "balance", "brokers"])
+def test_a_tally_moved_equals_one_taken_off_and_added_whatever_changed(make: str) -> None:
+    """move(old, new) skips what the assignment decides when it did not change; whatever did,
+    the sums equal those of add(old, -1) and add(new, 1)."""
+    from streaming.views.balance import BalanceTally
+    from streaming.views.brokers import HoldersTally
+    from streaming.views.isr import IsrTally
+    cls = {"isr": IsrTally, "balance": BalanceTally, "brokers": HoldersTally}[make]
+    rng = random.Random(7)
+    for _ in range(200):
+        old, new = (_judged(tuple(rng.sample((1, 2, 3, 4), 3)), tuple(rng.sample((1, 2, 3), rng.randint(1, 3))),
+                            rng.choice((1, 2, 3, -1)), rng.random() < 0.2, rng.randint(0, 3)) for _ in range(2))
+        if rng.random() < 0.5:   # most often only the state changes
+            new = _judged(old.replicas, new.state.isr, new.state.leader, old.deleting, new.counters["isr_shrinks"])
+        moved, apart = cls(), cls()
+        moved.add(old, 1)
+        moved.move(old, new)
+        apart.add(new, 1)
+        assert {k: v for k, v in vars(moved).items() if k != "rendered"} == \
+            {k: v for k, v in vars(apart).items() if k != "rendered"}
