@@ -141,12 +141,9 @@ class StreamApp:
 
     def on_batch(self, batch_id: int, texts: Mapping[str, str | None], summaries: Iterable[Mapping[str, Any]],
                  started: float, history: Iterable[pa.Table]) -> None:
-        """The sink's part: the batch persisted before Spark commits it, the views left to their
-        thread, which starts on it while it is written."""
+        """The sink's part: the batch persisted before Spark commits it, the views left to their thread."""
         assert self.driver is not None and self._views is not None
-        batch = self.driver.receive(batch_id, texts, summaries, started)
-        self._views.submit(batch)
-        self.driver.persist(batch, history)
+        self._views.submit(self.driver.persist(batch_id, texts, summaries, started, history))
 
 
 def history_dir(cfg: StreamConfig) -> Path:

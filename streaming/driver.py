@@ -1,8 +1,6 @@
 """The driver side of each micro-batch: persist its changed records and append its
-transitions to the history; bring the views up to date and publish a snapshot for scrapes.
-The views need not wait for the files: they start on a batch as soon as it is received, and
-only its publication waits for it to be persisted (a crash before that replays the batch,
-whose records are absolute).
+transitions to the history; then bring the views up to date and publish a snapshot for
+scrapes.
 
 No Spark here: it takes the batch's output columns as Python values, so it is tested without a
 cluster.
@@ -12,11 +10,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from streaming.history_log import HistoryLog, Written
+from streaming.history_log import HistoryLog
 from streaming.record_log import RecordLog
 from streaming.records import UNKNOWN_SOURCE, record_from_json
 from streaming.snapshot import Snapshot, SnapshotHolder
@@ -31,13 +28,11 @@ log = logging.getLogger("kmon.stream")
 
 @dataclass(frozen=True)
 class Persisted:
-    """A micro-batch received, and being persisted or persisted, not yet in the views."""
+    """A micro-batch in the record log and the history, not yet in the views."""
     batch_id: int
     texts: Mapping[str, str | None]   # message key -> changed record as stored (None: gone)
-    stats: BatchStats                 # but for its duration, finish, state rows and history rows: known once presented
+    stats: BatchStats                 # but for its duration, finish and state rows: known once presented
     started: float                    # when its sink began (the clock's seconds)
-    # the transitions written to the history, once the record log and the history hold the batch
-    written: Future[Written] = field(default_factory=Future, compare=False)
 
 
 class ViewDriver:
@@ -66,16 +61,16 @@ class ViewDriver:
 
     def on_batch(self, batch_id: int, texts: Mapping[str, str | None], summaries: Iterable[Mapping[str, Any]],
                  started: float, history: Iterable[pa.Table] = ()) -> None:
-        """Receive and persist a batch, then bring the views up to date with it (all in turn)."""
-        batch = self.receive(batch_id, texts, summaries, started)
-        self.persist(batch, history)
-        self.present([batch])
+        """Persist a batch, then bring the views up to date with it (both halves in turn)."""
+        self.present([self.persist(batch_id, texts, summaries, started, history)])
 
-    def receive(self, batch_id: int, texts: Mapping[str, str | None], summaries: Iterable[Mapping[str, Any]],
-                started: float) -> Persisted:
-        """A batch's counts, and what the views have yet to take, without any I/O. ``texts``: each
-        changed record by message key, as the executor serialised it (None: gone);
-        ``summaries``: entity_step.summarise() of each bucket."""
+    def persist(self, batch_id: int, texts: Mapping[str, str | None], summaries: Iterable[Mapping[str, Any]],
+                started: float, history: Iterable[pa.Table] = ()) -> Persisted:
+        """The half a micro-batch must finish before Spark commits it: its changed records into
+        the record log and its transitions into the history; returns what the views have yet to
+        take. ``texts``: each changed record by message key, as the executor serialised it
+        (None: gone); ``summaries``: entity_step.summarise() of each bucket; ``history``: the
+        batch's transitions (streaming.history_log.table)."""
         events: Counter[tuple[str, str, str]] = Counter()
         malformed: Counter[tuple[str, str]] = Counter()
         input_rows: Counter[str] = Counter()
@@ -96,25 +91,17 @@ class ViewDriver:
                 self._log_problem(row)
                 if row["dropped_state"] is not None:   # a stored record that no longer decodes
                     malformed[(row["cluster"], UNKNOWN_SOURCE)] += 1
+        for key, text in texts.items():
+            if text is None:
+                self._texts.pop(key, None)
+            else:
+                self._texts[key] = text
+        self._log.append(batch_id, texts, self._texts)
+        written = self._history.append(batch_id, history)
         stats = BatchStats(duration_s=0.0, finished_ms=0, input_rows=dict(input_rows), events=dict(events),
-                           malformed=dict(malformed), newest_observed_ms=newest)
+                           malformed=dict(malformed), newest_observed_ms=newest, history_rows=written.rows,
+                           history_lost=written.lost)
         return Persisted(batch_id, texts, stats, started)
-
-    def persist(self, batch: Persisted, history: Iterable[pa.Table] = ()) -> None:
-        """The half a micro-batch must finish before Spark commits it: its changed records into
-        the record log and its transitions (streaming.history_log.table) into the history.
-        Batches are persisted in their order, by one thread (the sink's)."""
-        try:
-            for key, text in batch.texts.items():
-                if text is None:
-                    self._texts.pop(key, None)
-                else:
-                    self._texts[key] = text
-            self._log.append(batch.batch_id, batch.texts, self._texts)
-            batch.written.set_result(self._history.append(batch.batch_id, history))
-        except BaseException as e:   # the views must not wait for it: they fail with it too
-            batch.written.set_exception(e)
-            raise
 
     def _log_problem(self, row: Mapping[str, Any]) -> None:
         key = row["key"]
@@ -126,25 +113,23 @@ class ViewDriver:
             log.warning("dropped the stored record of key %r, rebuilt from its events: %s", key, row["dropped_state"])
 
     def present(self, batches: Sequence[Persisted]) -> None:
-        """The views' half, for one or more received batches in their order: each changed
-        record is parsed once (its latest text), each touched topic rendered once, then, once
-        the batches are persisted, a snapshot is published with every batch's statistics."""
+        """The views' half, for one or more persisted batches in their order: each changed
+        record is parsed once (its latest text), each touched topic rendered once, then a
+        snapshot is published with every batch's statistics."""
         latest: dict[str, str | None] = {}
         for batch in batches:
             latest.update(batch.texts)
         changed = {key: None if text is None else record_from_json(text) for key, text in latest.items()}
         self._views.apply(changed)
         self._views.refresh()   # before the clock stops: the delay measured is to the rendered view
-        written = [batch.written.result() for batch in batches]   # raises what persisting raised
         finished, state_rows = self._clock(), self._state_rows()
-        for batch, history in zip(batches, written):
+        for batch in batches:
             self._stats = self._stats.add(replace(batch.stats, duration_s=finished - batch.started,
-                                                  finished_ms=int(finished * 1000), state_rows=state_rows,
-                                                  history_rows=history.rows, history_lost=history.lost))
+                                                  finished_ms=int(finished * 1000), state_rows=state_rows))
         self._publish()
         if changed:
             log.debug("batches %s: %d entities changed, %d held", ",".join(str(b.batch_id) for b in batches),
-                      len(changed), sum(state_rows.values()))
+                      len(changed), len(self._texts))
 
     def _publish(self) -> None:
         self._holder.set(Snapshot(self._views.exposition(self._stats), self._stats))

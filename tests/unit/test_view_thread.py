@@ -48,9 +48,7 @@ def held(tmp_path: Path):
 
 
 def persist(driver: ViewDriver, batch_id: int, broker: int) -> Persisted:
-    received = driver.receive(batch_id, *batch([controller_row(broker, batch_id, batch_id)]), started=0.0)
-    driver.persist(received)
-    return received
+    return driver.persist(batch_id, *batch([controller_row(broker, batch_id, batch_id)]), started=0.0)
 
 
 def test_batches_that_queue_while_the_views_render_are_presented_together(held) -> None:
@@ -126,49 +124,3 @@ def test_presenting_batches_together_equals_presenting_them_in_turn(tmp_path: Pa
     assert apart.get().stats.input_rows == together.get().stats.input_rows
     assert value(scrape(apart), "kmon_controller_id") == value(scrape(together), "kmon_controller_id") == 1
     assert value(scrape(together), "kmon_controller_epoch") == 3
-
-
-def test_the_views_start_on_a_batch_while_it_is_persisted_and_publish_it_once_persisted(tmp_path: Path) -> None:
-    """The sink hands the batch to the views before writing it; the snapshot waits for the writes."""
-    holder = SnapshotHolder()
-    parsed = threading.Event()
-
-    class Watched(ViewDriver):
-        def present(self, batches: Sequence[Persisted]) -> None:
-            parsed.set()
-            super().present(batches)
-
-    driver = Watched(RecordLog(tmp_path), history(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
-    views = ViewThread(driver)
-    views.start()
-    try:
-        received = driver.receive(1, *batch([controller_row(3, 1, 1)]), started=0.0)
-        views.submit(received)
-        assert parsed.wait(WAIT_S), "the views began before the batch was persisted"
-        assert not views.wait_idle(0.2), "and publish it only once it is"
-        assert value(scrape(holder), "kmon_controller_id") is None
-        driver.persist(received)
-        assert views.wait_idle(WAIT_S)
-        assert value(scrape(holder), "kmon_controller_id") == 3
-        assert RecordLog(tmp_path).load().texts.keys() == {"c1/controller"}
-    finally:
-        views.stop()
-
-
-def test_a_batch_that_cannot_be_persisted_fails_the_sink_and_the_views(tmp_path: Path) -> None:
-    class Full(RecordLog):
-        def append(self, *args, **kwargs) -> None:
-            raise OSError("no space left on device")
-
-    driver = ViewDriver(Full(tmp_path), history(tmp_path), SnapshotHolder(), ViewOptions(), EVENTS_TOPIC)
-    views = ViewThread(driver)
-    views.start()
-    try:
-        received = driver.receive(1, *batch([controller_row(3, 1, 1)]), started=0.0)
-        views.submit(received)
-        with pytest.raises(OSError, match="no space"):
-            driver.persist(received)
-        with pytest.raises(ViewsFailed, match="no space"):
-            views.wait_idle(WAIT_S)
-    finally:
-        views.stop()
