@@ -58,3 +58,17 @@ def test_a_changed_archive_is_read_again_and_its_new_module_found(tmp_path: Path
     assert patched == [str(archive)]   # the read after the change; the importer made its first one
     for name in ("kmon_shipped_a", "kmon_shipped_b"):
         sys.modules.pop(name, None)
+
+
+def test_the_daemon_imports_the_workers_modules_and_freezes_them_before_forking() -> None:
+    """In a process of its own: freezing is process-wide."""
+    import subprocess
+    probe = ("import gc, sys\n"
+             "from streaming.pydaemon import WORKER_MODULES, prepare_workers\n"
+             "before = len(gc.get_objects())\n"
+             "prepare_workers()\n"
+             "assert all(m in sys.modules for m in WORKER_MODULES), 'imported'\n"
+             "assert gc.get_freeze_count() > before, 'frozen'\n"
+             "assert len(gc.get_objects()) < before, 'out of the collector reach'\n")
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=120,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
