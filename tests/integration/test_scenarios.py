@@ -559,13 +559,18 @@ def test_12_a_restarted_groups_collector_does_not_revive_a_deleted_group(mon: Lo
         return sorted((t.kind, t.generation, t.time_ms) for f in files(history_dir(mon.dir)) if f.cluster == CLUSTER
                       for t in read(f) if t.group == "s5-group")
 
-    before = rows()
+    def applied() -> float:
+        return v(mon, "kmon_events_total", source="groups", kind="group") or 0
+
+    before, applied_before = rows(), applied()
     assert before, "test_5 left s5-group's history"
     mon.kill("collector-groups")
     mon.start("collector-groups")
     # the restarted reader emits each group's outcome once it has read the log to its end
-    eventually(lambda: (collector_value(mon, "groups", "kmon_collector_events_total", kind="group") or 0) >= 1,
-               60, "the restarted collector re-read the groups")
+    emitted = eventually(lambda: collector_value(mon, "groups", "kmon_collector_events_total", kind="group"),
+                         60, "the restarted collector re-read the groups")
+    # what follows holds only if the stream took what the restarted collector sent
+    eventually(lambda: applied() >= applied_before + emitted, 60, "the stream applied the re-read groups")
     settled = time.monotonic() + 10   # a few batches of the 0.5 s trigger
     never(lambda: v(mon, "kmon_consumer_group_members", group="s5-group") is not None,
           until=lambda: time.monotonic() > settled, timeout=30, what="s5-group exported again")
