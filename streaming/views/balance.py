@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from streaming.transitions import NO_LEADER
-from streaming.views.cluster import ClusterModel, Partition, same_placement
+from streaming.views.cluster import ClusterModel, Partition, SplitTally
 from streaming.views.exposition import Sample, Text, render
 
 FAMILY = "balance"
 
 
 @dataclass
-class BalanceTally:
+class BalanceTally(SplitTally):
     """One topic's share, kept by difference (:class:`streaming.views.cluster.Tally`), and summed over topics."""
     leaders: Counter[int] = field(default_factory=Counter)
     preferred: Counter[int] = field(default_factory=Counter)
@@ -24,19 +24,7 @@ class BalanceTally:
     imbalanced: int = 0
     reassigning: int = 0
 
-    def add(self, p: Partition, sign: int) -> None:
-        self._placement(p, sign)
-        self._leadership(p, sign)
-
-    def move(self, old: Partition, new: Partition) -> None:
-        if not same_placement(old, new):
-            self._placement(old, -1)
-            self._placement(new, 1)
-        self._leadership(old, -1)
-        self._leadership(new, 1)
-
     def _placement(self, p: Partition, sign: int) -> None:
-        """What the assignment decides (replicas, deletion)."""
         for b in p.replicas:   # not Counter.update: its Python-level checks cost more than the count
             self.replicas[b] += sign
         if p.preferred is not None:
@@ -44,7 +32,7 @@ class BalanceTally:
             if not p.deleting:
                 self.should_lead[p.preferred] += sign
 
-    def _leadership(self, p: Partition, sign: int) -> None:
+    def _judgement(self, p: Partition, sign: int) -> None:
         self.imbalanced += sign * p.imbalanced
         self.reassigning += sign * p.reassigning
         if p.state is not None and p.state.leader != NO_LEADER:

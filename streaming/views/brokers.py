@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterator
 
-from streaming.views.cluster import ClusterModel, Partition
+from streaming.views.cluster import ClusterModel, Partition, SplitTally
 from streaming.views.exposition import Sample, Text, render
 
 FAMILY = "brokers"
@@ -14,21 +14,16 @@ def texts(model: ClusterModel) -> list[Text]:
     return [render(model.name, _samples(model))]
 
 
-class HoldersTally:
+class HoldersTally(SplitTally):
     """The replicas each broker holds in one topic, kept by difference (cluster.Tally): a broker
     failure changes a quarter of the partitions, not where replicas are."""
 
     def __init__(self) -> None:
         self.replicas: Counter[int] = Counter()
 
-    def add(self, p: Partition, sign: int) -> None:
+    def _placement(self, p: Partition, sign: int) -> None:
         for b in p.replicas:   # not Counter.update: its Python-level checks cost more than the count
             self.replicas[b] += sign
-
-    def move(self, old: Partition, new: Partition) -> None:
-        if old.replicas != new.replicas:
-            self.add(old, -1)
-            self.add(new, 1)
 
 
 def _samples(model: ClusterModel) -> Iterator[Sample]:

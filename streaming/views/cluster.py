@@ -87,9 +87,27 @@ class Tally(Protocol):
     def move(self, old: Partition, new: Partition) -> None: ...
 
 
-def same_placement(old: Partition, new: Partition) -> bool:
-    """Whether two judgements of a partition agree on what its assignment decides."""
-    return old.replicas == new.replicas and old.deleting == new.deleting
+class SplitTally:
+    """A :class:`Tally` in two halves, the one a family fills in: ``_placement`` sums what a
+    partition's assignment decides (its replicas, its topic's deletion), ``_judgement`` the
+    rest. ``move`` leaves the first half as it is unless the placement differs."""
+
+    def _placement(self, p: Partition, sign: int) -> None:
+        pass
+
+    def _judgement(self, p: Partition, sign: int) -> None:
+        pass
+
+    def add(self, p: Partition, sign: int) -> None:
+        self._placement(p, sign)
+        self._judgement(p, sign)
+
+    def move(self, old: Partition, new: Partition) -> None:
+        if old.replicas != new.replicas or old.deleting != new.deleting:
+            self._placement(old, -1)
+            self._placement(new, 1)
+        self._judgement(old, -1)
+        self._judgement(new, 1)
 
 
 Tallied = TypeVar("Tallied", bound=Tally)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from streaming.records import ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, UNCLEAN_LEADER_ELECTIONS
-from streaming.views.cluster import ClusterModel, Partition, same_placement
+from streaming.views.cluster import ClusterModel, Partition, SplitTally
 from streaming.views.exposition import Rows, Sample, Text, joined, render
 
 FAMILY = "isr"
@@ -21,7 +21,7 @@ def texts(model: ClusterModel) -> list[Text]:
 DETAIL = ("kmon_partition_isr_size", "kmon_partition_replicas", "kmon_partition_leader")
 
 
-class IsrTally:
+class IsrTally(SplitTally):
     """One topic's counts and counter sums, and its partitions that are not fully healthy."""
 
     def __init__(self) -> None:
@@ -34,23 +34,12 @@ class IsrTally:
         # is the same object, i.e. until it is judged again
         self.rendered: dict[int, tuple[Partition, tuple[str, ...]]] = {}
 
-    def add(self, p: Partition, sign: int) -> None:
-        self._placement(p, sign)
-        self._health(p, sign)
-
-    def move(self, old: Partition, new: Partition) -> None:
-        if not same_placement(old, new):
-            self._placement(old, -1)
-            self._placement(new, 1)
-        self._health(old, -1)
-        self._health(new, 1)
-
     def _placement(self, p: Partition, sign: int) -> None:
         self.partitions += sign
         for broker in p.replicas:
             self.replicas[broker] += sign
 
-    def _health(self, p: Partition, sign: int) -> None:
+    def _judgement(self, p: Partition, sign: int) -> None:
         # plain loops, not Counter.update: its Python-level checks cost more than the sum
         self.under += sign * p.under_replicated
         self.under_min += sign * p.under_min_isr
