@@ -4,18 +4,22 @@ librdkafka can abort the whole process on an internal assertion (seen in the gro
 while brokers died one after another: ``rd_kafka_enq_once_del_source_return: Assertion
 `eonce->refcnt > 0' failed``), and then the cluster is unwatched until someone notices. So
 ``kmon collect`` runs the collector in a child process and starts it again when a signal it
-was not sent ends it (with a growing pause); the child's own exit code (0 after SIGTERM, 1
+was not sent ends it (with a pause that grows while it keeps dying soon after starting); the
+child prints every thread's Python stack to its log when a fatal signal ends it (faulthandler),
+which says what was called into the library. The child's own exit code (0 after SIGTERM, 1
 after its startup timeout) ends the command. SIGTERM and SIGINT are passed on to the child;
 the child dies with this process, even when this one is SIGKILLed.
 """
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import Callable
 
 from kmon.signals import die_with_parent
@@ -25,11 +29,21 @@ log = logging.getLogger("kmon.collector")
 CHILD_ENV = "KMON_COLLECTOR_CHILD"   # set in the child: it runs the collector itself
 FIRST_PAUSE_S = 1.0
 MAX_PAUSE_S = 30.0
+HEALTHY_RUN_S = 2 * MAX_PAUSE_S   # a death after a run this long is not part of a crash loop
+
+
+def pause_after(previous: float | None, ran_s: float) -> float:
+    """Pure: the pause before starting again a child that died after ``ran_s`` seconds;
+    ``previous`` is the pause before that run (None for the first)."""
+    if previous is None or ran_s >= HEALTHY_RUN_S:
+        return FIRST_PAUSE_S
+    return min(previous * 2, MAX_PAUSE_S)
 
 
 def supervised(argv: list[str], collect: Callable[[], int]) -> int:
     """Run ``collect`` in a child started as ``kmon <argv>``, again after each abnormal death."""
     if os.environ.get(CHILD_ENV):
+        faulthandler.enable()
         return collect()
     stopping = threading.Event()
     child: subprocess.Popen | None = None
@@ -41,15 +55,16 @@ def supervised(argv: list[str], collect: Callable[[], int]) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
-    pause = FIRST_PAUSE_S
+    pause: float | None = None
     while True:
+        started = time.monotonic()
         child = subprocess.Popen([sys.executable, "-m", "kmon.cli", *argv], env={**os.environ, CHILD_ENV: "1"},
                                  preexec_fn=die_with_parent)
         code = child.wait()
         if code >= 0 or stopping.is_set():
             return max(code, 0)
+        pause = pause_after(pause, time.monotonic() - started)
         log.error("the collector process (pid %d) died of %s, not asked to stop: an abort in a native "
                   "library, or killed; starting it again in %g s", child.pid, signal.Signals(-code).name, pause)
         if stopping.wait(pause):
             return 0
-        pause = min(pause * 2, MAX_PAUSE_S)

@@ -19,7 +19,6 @@ from collectors.groups.gather import Gathered, K, gather
 from collectors.groups.lag import LagTable
 from collectors.groups.outputs import Emitter
 from collectors.groups.states import Partition, state_from_description, topic_lags
-from collectors.groups.watermarks import WatermarkReader, refused
 from kmon.events import GroupState, TopicLag
 
 log = logging.getLogger("kmon.collectors.groups")
@@ -40,6 +39,13 @@ def present_groups(listed: Iterable[str], described: Mapping[str, GroupState],
     listed = set(listed)
     unsure = {g for g, error in failed.items() if g in listed or not _not_found(error)}
     return alive | unsure
+
+
+def refused(failures: Mapping[Partition, BaseException]) -> list[Partition]:
+    """Pure: the partitions worth asking again after a metadata refresh: those answered with
+    an error (a moved leader: NOT_LEADER, FENCED_LEADER_EPOCH) or without a leader. A
+    partition whose request timed out (its leader away) would only time out again."""
+    return sorted(tp for tp, error in failures.items() if not isinstance(error, TimeoutError))
 
 
 def _not_found(error: BaseException) -> bool:
@@ -63,20 +69,16 @@ class AdminPoller:
         self._resync = threading.Event()
         self._poll_duration = emitter.telemetry.metric("kmon_collector_poll_duration_seconds")
         self._unknown_ends = emitter.telemetry.metric("kmon_collector_end_offsets_unknown")
-        self._watermarks = WatermarkReader(config)
-        self._asked_again = 0   # partitions the latest poll read through the watermark fallback
+        self._unknown_count = 0   # partitions whose end offset the latest poll could not read
 
     def run(self, stop: threading.Event) -> None:
-        try:
-            while not stop.is_set():
-                started = time.monotonic()
-                try:
-                    self.poll_once()
-                except Exception:  # a bug or an unexpected client error must not end the thread
-                    log.exception("group poll failed")
-                stop.wait(max(0.0, self._config.poll_interval_s - (time.monotonic() - started)))
-        finally:
-            self._watermarks.close()
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                self.poll_once()
+            except Exception:  # a bug or an unexpected client error must not end the thread
+                log.exception("group poll failed")
+            stop.wait(max(0.0, self._config.poll_interval_s - (time.monotonic() - started)))
 
     def request_resync(self) -> None:
         """Emit every group at the next poll (events were lost on the way to the events topic)."""
@@ -182,17 +184,15 @@ class AdminPoller:
                 if tp.error is None and tp.offset >= 0})
 
     def _sample_end_offsets(self, partitions: set[Partition]) -> dict[Partition, int]:
-        timeout = self._config.request_timeout_s
-
-        def submit(batch: list[Partition]) -> dict:
-            futures = self._admin.list_offsets(
-                {TopicPartition(t, p): OffsetSpec.latest() for t, p in batch}, request_timeout=timeout)
-            return {(tp.topic, tp.partition): f for tp, f in futures.items()}
-
-        gathered = self._gather("list_offsets", sorted(partitions), submit, END_OFFSETS_BATCH)
-        end_offsets = {tp: info.offset for tp, info in gathered.results.items()}
-        end_offsets.update(self._ask_again(refused(gathered.failures)))
-        self._unknown_ends.set(len(partitions) - len(end_offsets))
+        end_offsets, failures = self._list_offsets(sorted(partitions))
+        again = refused(failures)
+        if again:
+            # the partition moved since the client's metadata was fetched: fetch it, ask once more
+            self._refresh_metadata()
+            found, failed_again = self._list_offsets(again)
+            end_offsets.update(found)
+            failures = {tp: e for tp, e in {**failures, **failed_again}.items() if tp not in found}
+        self._say_unknown(failures)
         now = time.monotonic()
         for (topic, partition), offset in end_offsets.items():
             self._samples.add(topic, partition, offset, now)
@@ -201,15 +201,43 @@ class AdminPoller:
         self._sampled = set(partitions)
         return end_offsets
 
-    def _ask_again(self, partitions: list[Partition]) -> dict[Partition, int]:
-        """The refused partitions' end offsets through the watermark fallback (watermarks.py),
-        within one request timeout in all; said in the log when their number changes."""
-        found = self._watermarks.end_offsets(partitions, self._config.request_timeout_s) if partitions else {}
-        if len(partitions) != self._asked_again:
-            self._asked_again = len(partitions)
-            if partitions:
-                log.warning("list_offsets refused %d partitions (e.g. %s[%d]); read %d of them one by one "
-                            "(their lag is left out until read)", len(partitions), *partitions[0], len(found))
+    def _list_offsets(self, partitions: list[Partition]) -> tuple[dict[Partition, int], dict[Partition, BaseException]]:
+        """End offsets, and why the others are missing. A partition without a leader is
+        answered with a negative offset, not an error: unknown, not 0."""
+        timeout = self._config.request_timeout_s
+
+        def submit(batch: list[Partition]) -> dict:
+            futures = self._admin.list_offsets(
+                {TopicPartition(t, p): OffsetSpec.latest() for t, p in batch}, request_timeout=timeout)
+            return {(tp.topic, tp.partition): f for tp, f in futures.items()}
+
+        gathered = self._gather("list_offsets", partitions, submit, END_OFFSETS_BATCH)
+        failures = dict(gathered.failures)
+        end_offsets = {}
+        for tp, info in gathered.results.items():
+            if info.offset >= 0:
+                end_offsets[tp] = info.offset
             else:
-                log.info("list_offsets answers for every partition again")
-        return found
+                failures[tp] = LookupError(f"no end offset (answered {info.offset}): no leader")
+        return end_offsets, failures
+
+    def _refresh_metadata(self) -> None:
+        try:
+            self._admin.list_topics(timeout=self._config.request_timeout_s)
+        except KafkaException as e:
+            log.debug("metadata refresh: %s", e)
+
+    def _say_unknown(self, failures: Mapping[Partition, BaseException]) -> None:
+        """The partitions whose end offset is unknown: counted in a gauge; said in the log
+        when their number changes."""
+        unknown = len(failures)
+        self._unknown_ends.set(unknown)
+        if unknown == self._unknown_count:
+            return
+        self._unknown_count = unknown
+        if unknown:
+            tp, error = min(failures.items())
+            log.warning("end offsets of %d partitions unknown (e.g. %s[%d]: %s): their lag is left out "
+                        "until read", unknown, *tp, error)
+        else:
+            log.info("end offsets known for every partition again")

@@ -64,3 +64,11 @@ class GroupsConfig:
     def client(self, **overrides: object) -> dict[str, object]:
         """librdkafka settings for the collector's own clients."""
         return {"bootstrap.servers": self.bootstrap_servers, **self.client_config, **overrides}
+
+    def admin_client(self, **overrides: object) -> dict[str, object]:
+        """The Admin API client's settings. An admin client never refreshes the leader epochs
+        it caches (librdkafka keeps them metadata.max.age.ms, 15 min by default): after a
+        leader moved, list_offsets was answered FENCED_LEADER_EPOCH at every poll and that
+        partition's lag went missing. Trusting cached metadata for half a poll interval makes
+        each poll look its leaders up afresh (the client config may still set its own)."""
+        return {"metadata.max.age.ms": max(1000, int(self.poll_interval_s * 500)), **self.client(**overrides)}

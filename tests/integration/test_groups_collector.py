@@ -13,10 +13,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from collectors.groups.collector import GroupsCollector, GroupsConfig, NameFilter
-from collectors.groups.watermarks import WatermarkReader
 from kmon.events import Event, GroupState
 from kmon.stack.local import LocalStack
-from tests.support import create_topic, eventually, leave_group
+from tests.support import create_topic, eventually, leave_group, partition_state
 
 pytestmark = pytest.mark.integration
 
@@ -245,16 +244,30 @@ def test_lag_in_messages_and_seconds_then_group_deleted(scenario: Scenario) -> N
     eventually(lambda: any(e.op == "delete" for e in scenario.recorder.events(group)), 30, "a delete event")
 
 
-def test_the_watermark_fallback_reads_end_offsets_one_by_one(scenario: Scenario) -> None:
-    """The end offsets of partitions list_offsets refused (watermarks.py): read without a leader
-    epoch; a partition that does not exist is left out, and an exhausted budget reads nothing."""
-    bootstrap, topic = scenario.bootstrap, scenario.topic
-    scenario.create_topic(2)
-    produce(bootstrap, topic, {0: 7, 1: 3})
-    reader = WatermarkReader(GroupsConfig(bootstrap_servers=bootstrap, cluster="test", request_timeout_s=5))
-    try:
-        wanted = [(topic, 0), (topic, 1), (topic, 9)]
-        assert reader.end_offsets(wanted, budget_s=20) == {(topic, 0): 7, (topic, 1): 3}
-        assert reader.end_offsets(wanted, budget_s=0) == {}
-    finally:
-        reader.close()
+def test_lag_follows_the_end_offset_after_the_leader_moved_twice(scenario: Scenario) -> None:
+    """The admin client's cached leader epochs went stale when a leader moved: list_offsets was
+    answered FENCED_LEADER_EPOCH at every poll and the partition's lag stayed at its old value
+    or went missing. Each poll now looks the leaders up afresh (GroupsConfig.admin_client)."""
+    bootstrap, topic, group = scenario.bootstrap, scenario.topic, scenario.group
+    scenario.create_topic(1)
+    produce(bootstrap, topic, {0: 10})
+    commit(bootstrap, group, topic, {0: 4})
+    scenario.collect(poll_interval_s=0.5, lag_interval_s=1)
+
+    def lag() -> int | None:
+        states = [s for s in scenario.states("admin") if topic in s.lag]
+        return states[-1].lag[topic].lag if states else None
+
+    eventually(lambda: lag() == 6, 30, "the lag before the leader moves")
+    for _ in range(2):
+        leader = partition_state(scenario.stack, topic, 0)["leader"]
+        scenario.stack.kill_broker(leader)
+        eventually(lambda: partition_state(scenario.stack, topic, 0)["leader"] not in (-1, leader), 30,
+                   "a new leader")
+        scenario.stack.start_broker(leader)
+        eventually(lambda: len(partition_state(scenario.stack, topic, 0)["isr"]) == 3, 60, "the ISR full again")
+    produce(bootstrap, topic, {0: 5})
+    eventually(lambda: lag() == 11, 30, "the lag of the messages produced after the moves")
+    unknown = lambda: scenario.collectors[-1].telemetry.registry.get_sample_value(
+        "kmon_collector_end_offsets_unknown", {"cluster": "test"})
+    eventually(lambda: unknown() == 0, 10, "every end offset known")

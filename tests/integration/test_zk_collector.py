@@ -565,6 +565,8 @@ def test_cli_starts_the_collector_again_when_an_abort_kills_it(stack: LocalStack
         eventually(lambda: not Path(f"/proc/{second}").exists(), 10, "the collector stopped with the command")
         text = log_file.read_text()
         assert f"the collector process (pid {first}) died of SIGABRT" in text
+        # faulthandler: where each thread of the dead child was, for a native crash's report
+        assert "Fatal Python error: Aborted" in text and "File " in text
         assert "received SIGTERM" in text
     finally:
         if proc.poll() is None:

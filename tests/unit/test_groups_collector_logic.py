@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupType, KafkaError, KafkaException, Node, TopicPartition
 from confluent_kafka.admin import ConsumerGroupDescription, MemberAssignment, MemberDescription
 
-from collectors.groups.admin_poll import present_groups
+from collectors.groups.admin_poll import present_groups, refused
 from collectors.groups.book import GroupBook, Seen
 from collectors.groups.config import GroupsConfig, NameFilter
 from collectors.groups.gather import batches, gather
@@ -20,7 +20,6 @@ from collectors.groups.offsets_codec import GroupMetadata
 from collectors.groups.offsets_reader import OffsetsReader
 from collectors.groups.outputs import Emitter
 from collectors.groups.states import state_from_description, state_from_metadata, topic_lags
-from collectors.groups.watermarks import refused
 from collectors.telemetry import Telemetry
 from kmon.events import Event, GroupMember, GroupState, TopicLag, decode, encode
 from tests.unit.test_offsets_codec import group_key, group_value, offset_key, offset_value, sample_group, sample_offset
@@ -191,8 +190,18 @@ def test_partitions_a_broker_refused_are_asked_again_and_timed_out_ones_not() ->
     fenced = KafkaException(KafkaError(KafkaError.FENCED_LEADER_EPOCH))
     failures = {("t", 2): fenced, ("t", 0): TimeoutError("no answer"), ("s", 1): KafkaException(
         KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION))}
-    assert refused(failures) == [("s", 1), ("t", 2)]
+    failures[("u", 0)] = LookupError("no end offset (answered -1001): no leader")
+    assert refused(failures) == [("s", 1), ("t", 2), ("u", 0)]
     assert refused({}) == []
+
+
+def test_the_admin_client_trusts_cached_metadata_half_a_poll_interval_unless_told_otherwise() -> None:
+    config = GroupsConfig(bootstrap_servers="b:9092", cluster="c", poll_interval_s=10)
+    assert config.admin_client()["metadata.max.age.ms"] == 5000
+    assert GroupsConfig(bootstrap_servers="b:9092", cluster="c", poll_interval_s=0.5) \
+        .admin_client()["metadata.max.age.ms"] == 1000
+    told = GroupsConfig(bootstrap_servers="b:9092", cluster="c", client_config={"metadata.max.age.ms": "60000"})
+    assert told.admin_client(logger=None)["metadata.max.age.ms"] == "60000"
 
 
 def test_book_reports_changes_once() -> None:
