@@ -48,6 +48,15 @@ def refused(failures: Mapping[Partition, BaseException]) -> list[Partition]:
     return sorted(tp for tp, error in failures.items() if not isinstance(error, TimeoutError))
 
 
+def wait_for(event: threading.Event, stop: threading.Event, timeout_s: float, step_s: float = 0.1) -> bool:
+    """Wait until ``event`` is set (True), ``stop`` is set or ``timeout_s`` passed (False)."""
+    deadline = time.monotonic() + timeout_s
+    while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+        if event.wait(min(step_s, left)):
+            return True
+    return event.is_set()
+
+
 def _not_found(error: BaseException) -> bool:
     kafka_error = error.args[0] if isinstance(error, KafkaException) and error.args else None
     return isinstance(kafka_error, KafkaError) and kafka_error.code() == KafkaError.GROUP_ID_NOT_FOUND
@@ -55,13 +64,13 @@ def _not_found(error: BaseException) -> bool:
 
 class AdminPoller:
     def __init__(self, config: GroupsConfig, admin: AdminClient, book: GroupBook, emitter: Emitter,
-                 history_complete: Callable[[], bool]) -> None:
+                 history: threading.Event | None) -> None:
         self._config = config
         self._admin = admin
         self._book = book
         self._emitter = emitter
-        # True once the __consumer_offsets reader holds every committed offset
-        self._history_complete = history_complete
+        # set once the __consumer_offsets reader holds every committed offset (None: no reader)
+        self._history = history
         self._samples = LagTable()
         self._sampled: set[Partition] = set()
         self._lags: dict[str, dict[str, TopicLag]] = {}   # latest lag per group, sent with every event
@@ -72,6 +81,11 @@ class AdminPoller:
         self._unknown_count = 0   # partitions whose end offset the latest poll could not read
 
     def run(self, stop: threading.Event) -> None:
+        if self._history is not None:
+            # The first lags wait a while for the reader's committed offsets. Without them a group
+            # whose Admin API offsets failed (a coordinator moving: when a crash and restart are
+            # likeliest) went out with no lag, and its lag series vanished for a lag interval.
+            wait_for(self._history, stop, self._config.request_timeout_s)
         while not stop.is_set():
             started = time.monotonic()
             try:
@@ -171,7 +185,8 @@ class AdminPoller:
         """Committed offsets from the Admin API where the __consumer_offsets reader
         cannot supply them: all groups until it has read the whole history, then only
         groups it has seen no commit of (one request per group: the API's limit)."""
-        known = set() if not self._history_complete() else set(self._book.committed(groups))
+        complete = self._history is not None and self._history.is_set()
+        known = set(self._book.committed(groups)) if complete else set()
         timeout = self._config.request_timeout_s
         gathered = self._gather(
             "list_consumer_group_offsets", [g for g in groups if g not in known],

@@ -52,7 +52,8 @@ class GroupsCollector:
         # True once __consumer_offsets has been read to its end (never without the reader)
         self.caught_up: Callable[[], bool] = self._reader.caught_up.is_set if self._reader else lambda: False
         self._admin = AdminClient(config.admin_client(logger=LibrdkafkaLog(log), error_cb=error_cb))
-        self._poller = AdminPoller(config, self._admin, book, emitter, self.caught_up)
+        self._poller = AdminPoller(config, self._admin, book, emitter,
+                                   self._reader.caught_up if self._reader else None)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._probe_loop = functools.partial(keep_probing, self.reachability,

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupType, KafkaError, KafkaException, Node, TopicPartition
 from confluent_kafka.admin import ConsumerGroupDescription, MemberAssignment, MemberDescription
 
-from collectors.groups.admin_poll import present_groups, refused
+from collectors.groups.admin_poll import present_groups, refused, wait_for
 from collectors.groups.book import GroupBook, Seen
 from collectors.groups.config import GroupsConfig, NameFilter
 from collectors.groups.gather import batches, gather
@@ -376,3 +376,17 @@ def test_collector_events_survive_the_wire_format() -> None:
     emitter.upsert(replace(state_from_metadata(sample_group(4)), lag=lag))
     emitter.delete("orders-app")
     assert [decode(encode(e)) for e in sink.events] == sink.events
+
+
+def test_the_first_poll_waits_for_the_history_until_it_is_read_stopped_or_late() -> None:
+    history, stop = threading.Event(), threading.Event()
+    started = time.monotonic()
+    assert not wait_for(history, stop, timeout_s=0.3)
+    assert time.monotonic() - started >= 0.3
+    threading.Timer(0.1, history.set).start()
+    assert wait_for(history, stop, timeout_s=30)
+    history.clear()
+    threading.Timer(0.1, stop.set).start()
+    started = time.monotonic()
+    assert not wait_for(history, stop, timeout_s=30)
+    assert time.monotonic() - started < 10
