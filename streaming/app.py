@@ -30,6 +30,7 @@ from streaming.gc_tuning import FrozenAfterUse, collect_less_often
 from streaming.history_log import HistoryLog, from_ipc, writer_id
 from streaming.record_log import RecordLog
 from streaming.snapshot import SnapshotHolder
+from streaming.stall import BatchClock
 from streaming.view_thread import ViewThread
 from streaming.views import ViewOptions
 
@@ -58,6 +59,7 @@ class StreamConfig:
     kafka_outage_limit_s: float = 300.0  # the query fails once the events cluster is away this long
     driver_memory: str = "1g"
     startup_timeout_s: float = 0.0    # run_until gives up when the events cluster did not answer this long; 0: never
+    stall_timeout_s: float = 600.0    # run_until exits 1 when one micro-batch has run this long (stall.py); 0: never
     views: ViewOptions = ViewOptions()
     history_dir: Path | None = None    # None: <checkpoint>/history
     history_retention_days: int = 7
@@ -77,6 +79,8 @@ class StreamApp:
         self._server = None
         self.driver: ViewDriver | None = None
         self._views: ViewThread | None = None
+        self._finished = 0   # batches through the sink
+        self._batch_clock = BatchClock()
 
     def start(self) -> None:
         cfg = self.cfg
@@ -144,6 +148,32 @@ class StreamApp:
         """The sink's part: the batch persisted before Spark commits it, the views left to their thread."""
         assert self.driver is not None and self._views is not None
         self._views.submit(self.driver.persist(batch_id, texts, summaries, started, history))
+        self._finished += 1
+
+    def batch_running_for(self, counting: bool = True) -> float:
+        """Seconds the running micro-batch has run, 0 between batches and while not ``counting``
+        (the events cluster away: Spark's Kafka source then retries within a trigger)."""
+        try:
+            active = counting and self._query is not None and bool(self._query.status["isTriggerActive"])
+        except (Py4JError, ConnectionError):   # the JVM is gone: failure() says so
+            active = False
+        return self._batch_clock.running_for(active, self._finished, time.monotonic())
+
+    def spark_status(self) -> str:
+        try:
+            return str(self._query.status["message"]) if self._query is not None else "no query"
+        except (Py4JError, ConnectionError) as e:
+            return f"its JVM is gone ({type(e).__name__})"
+
+    def abandon(self, code: int) -> None:
+        """Exit at once with ``code``, the query left as it is: a stuck batch cannot be
+        interrupted from here, and stopping the query would wait for it. Spark's JVM exits
+        with this process (its gateway reads our pipe); the checkpoint holds every batch
+        that completed."""
+        if self._server is not None:
+            http.stop(self._server)
+        logging.shutdown()
+        os._exit(code)
 
 
 def history_dir(cfg: StreamConfig) -> Path:
@@ -270,7 +300,8 @@ def _query(spark, cfg: StreamConfig, on_batch: Callable[..., None]):
 
 
 def run_until(app: StreamApp, stop: threading.Event, poll_seconds: float = 1.0) -> int:
-    """Run until ``stop`` is set (SIGTERM) or the query fails; returns an exit code.
+    """Run until ``stop`` is set (SIGTERM) or the query fails; returns an exit code. A micro-batch
+    stuck for ``stall_timeout_s`` ends the process at once with 1 (stall.py, StreamApp.abandon).
 
     Spark starts only once the events bootstrap answers: it costs ~20 s of CPU, and then its
     Kafka source would retry in its own words only. A probe of the events bootstrap goes on
@@ -291,8 +322,22 @@ def run_until(app: StreamApp, stop: threading.Event, poll_seconds: float = 1.0) 
         limit = cfg.kafka_outage_limit_s
         reach.then = f"Spark's Kafka source retries; the query gives up after {limit:g} s"
         app.start()
+
+        stuck = threading.Event()
+
+        def stalled() -> bool:
+            running = app.batch_running_for(counting=not reach.out_of_reach)
+            if cfg.stall_timeout_s and running > cfg.stall_timeout_s:
+                log.error("a micro-batch has run for %.0f s (--stall-timeout %g s; Spark: %s): exiting for "
+                          "the service manager to start kmon again from its checkpoint",
+                          running, cfg.stall_timeout_s, app.spark_status())
+                stuck.set()
+            return stuck.is_set()
+
         while True:
-            watch(stop, [reach], until=lambda: app.failure() is not None, every=poll_seconds)
+            watch(stop, [reach], until=lambda: app.failure() is not None or stalled(), every=poll_seconds)
+            if stuck.is_set():
+                app.abandon(1)
             failure = app.failure()
             # a signal to the whole process group may stop Spark's JVM before our handler runs
             if failure is None or stop.wait(SIGNAL_GRACE_S):

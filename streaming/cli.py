@@ -53,6 +53,9 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
     config.flag(p, "--startup-timeout", default=StreamConfig.startup_timeout_s, type=config.non_negative_float, metavar="SECONDS",
                 help="exit 1 when the events cluster has not answered this long after the start (Spark starts "
                      "only once it has; 0: keep retrying, and say so in the log)")
+    config.flag(p, "--stall-timeout", default=StreamConfig.stall_timeout_s, type=config.non_negative_float, metavar="SECONDS",
+                help="exit 1 when one micro-batch has run this long (a batch stuck where nothing times out), "
+                     "for the service manager to start kmon again from its checkpoint; 0: never")
     p.set_defaults(handler=cmd_stream)
 
 
@@ -72,7 +75,7 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
         master=None if submitted else args.master, trigger_seconds=args.trigger_interval,
         max_offsets_per_trigger=args.max_offsets_per_trigger, driver_memory=args.driver_memory,
         kafka_timeout_s=args.kafka_timeout, kafka_outage_limit_s=args.kafka_outage_limit,
-        startup_timeout_s=args.startup_timeout,
+        startup_timeout_s=args.startup_timeout, stall_timeout_s=args.stall_timeout,
         history_dir=args.history_dir, history_retention_days=args.history_retention_days,
         views=ViewOptions(detail=args.partition_detail, default_min_isr=args.default_min_isr),
         spark_jars=() if submitted else tuple(find_toolchain().spark_jar_list()),

@@ -1,15 +1,21 @@
 """Issue 5: the Spark app on a real Kafka, fed with schema events, read back over /metrics."""
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 from functools import partial
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import pytest
 
 from kmon.events import BrokerState, ControllerState, Event, PartitionState, TopicState, encode
 from kmon.stack.local import LocalStack
+from kmon.stack.process import free_port
 from streaming.app import StreamApp, StreamConfig
 from tests import support
 from tests.support import Events, eventually, metrics
@@ -106,34 +112,89 @@ def test_views_follow_events_and_survive_replays_restarts_and_garbage(stack: Loc
     assert value(port2, "kmon_isr_shrinks_total", topic="orders", broker="3") == 2
 
 
-def test_sigterm_to_the_whole_process_group_stops_cleanly(stack: LocalStack, tmp_path: Path) -> None:
-    """Issue 13: systemd's default KillMode=control-group, `timeout` and Kubernetes signal every
-    process of the service, so Spark's JVM gets SIGTERM with kmon stream and may be gone before
-    the app stops it: still exit 0, no traceback."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    from kmon.stack.process import free_port
+def stream_process(stack: LocalStack, tmp_path: Path, topic: str, port: int, *flags: str
+                   ) -> tuple[subprocess.Popen, Path]:
+    """``kmon stream`` on ``topic`` as its own process group (as a service manager runs it),
+    with its log file."""
     assert stack.state
     log = tmp_path / "stream.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "kmon.cli", "stream", "--bootstrap-servers", stack.state.bootstrap_servers,
-             "--events-topic", "itest-group-sigterm", "--checkpoint", str(tmp_path / "checkpoint"),
-             "--metrics-host", "127.0.0.1", "--metrics-port", str(free_port()), "--master", "local[1]"],
+             "--events-topic", topic, "--checkpoint", str(tmp_path / "checkpoint"), "--metrics-host", "127.0.0.1",
+             "--metrics-port", str(port), "--master", "local[1]", *flags],
             stdout=subprocess.DEVNULL, stderr=out, start_new_session=True)
+    return proc, log
+
+
+def kill(pids: Iterable[int], group: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+
+
+def test_sigterm_to_the_whole_process_group_stops_cleanly(stack: LocalStack, tmp_path: Path) -> None:
+    """Issue 13: systemd's default KillMode=control-group, `timeout` and Kubernetes signal every
+    process of the service, so Spark's JVM gets SIGTERM with kmon stream and may be gone before
+    the app stops it: still exit 0, no traceback."""
+    proc, log = stream_process(stack, tmp_path, "itest-group-sigterm", free_port())
     try:
         eventually(lambda: "streaming itest-group-sigterm from" in log.read_text(), 180, "the query running")
         os.killpg(proc.pid, signal.SIGTERM)
         assert proc.wait(timeout=120) == 0
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill([], proc.pid)
         proc.wait()
     text = log.read_text()
     assert "received SIGTERM" in text and "stream stopped" in text
+    assert "Traceback" not in text, text[-3000:]
+
+
+def test_a_batch_stuck_in_a_stopped_python_worker_ends_the_app_after_the_stall_timeout(
+        stack: LocalStack, tmp_path: Path) -> None:
+    """A Python worker that stops (SIGSTOP here; a frozen cgroup, a hung socket) holds its task,
+    and nothing in Spark times out: the views froze for good. kmon stream exits 1 once a batch
+    has run --stall-timeout seconds, for the service manager to start it again."""
+    topic, port = "itest-stall", free_port()
+    ev = Events(stack, topic, CLUSTER)
+    proc, log = stream_process(stack, tmp_path, topic, port, "--stall-timeout", "15")
+
+    def parent(pid: int) -> int:
+        status = Path(f"/proc/{pid}/status").read_text()
+        return int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+
+    def workers() -> list[int]:
+        """The Python worker daemon of this app and the workers it forked (their own process
+        group: pyspark's daemon makes one)."""
+        found = []
+        for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+            try:
+                if b"-m\0streaming.pydaemon" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    continue   # not the JVM either, which names the module in its settings
+                ancestor = pid
+                while ancestor > 1 and ancestor != proc.pid:
+                    ancestor = parent(ancestor)
+            except (OSError, StopIteration):
+                continue
+            if ancestor == proc.pid:
+                found.append(pid)
+        return found
+
+    stopped: list[int] = []
+    try:
+        ev.send("controller", "controller", ControllerState(1, 5))
+        eventually(lambda: value(port, "kmon_controller_id") == 1, 180, "the first batch through the workers")
+        stopped += workers()
+        assert stopped, "no Python worker found"
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        ev.send("controller", "controller", ControllerState(2, 6))
+        assert proc.wait(timeout=180) == 1
+    finally:
+        kill(workers() + stopped, proc.pid)   # stopped: they would not see that the JVM is gone
+        proc.wait()
+    text = log.read_text()
+    assert "a micro-batch has run for" in text and "--stall-timeout 15 s" in text, text[-3000:]
     assert "Traceback" not in text, text[-3000:]

@@ -34,7 +34,16 @@ def test_kafka_timeouts_come_from_flags_and_environment(jar_cache: Path, monkeyp
     assert parse("--bootstrap-servers", "k1:9092").kafka_outage_limit_s == 60.0
 
 
+def test_the_stall_timeout_comes_from_its_flag_or_the_environment(jar_cache: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    assert parse("--bootstrap-servers", "k1:9092").stall_timeout_s == StreamConfig.stall_timeout_s
+    assert parse("--bootstrap-servers", "k1:9092", "--stall-timeout", "0").stall_timeout_s == 0
+    monkeypatch.setenv("KMON_STALL_TIMEOUT", "90")
+    assert parse("--bootstrap-servers", "k1:9092").stall_timeout_s == 90.0
+
+
 @pytest.mark.parametrize("argv, named", [
+    (["--stall-timeout", "-1"], "'-1'"),
     (["--kafka-timeout", "0"], "'0' must be greater than 0"),
     (["--kafka-outage-limit", "soon"], "'soon' is not a number"),
 ])
