@@ -153,17 +153,15 @@ class StreamApp:
     def batch_running_for(self, counting: bool = True) -> float:
         """Seconds the running micro-batch has run, 0 between batches and while not ``counting``
         (the events cluster away: Spark's Kafka source then retries within a trigger)."""
-        try:
-            active = counting and self._query is not None and bool(self._query.status["isTriggerActive"])
-        except (Py4JError, ConnectionError):   # the JVM is gone: failure() says so
-            active = False
+        active = counting and bool(self.spark_status().get("isTriggerActive"))
         return self._batch_clock.running_for(active, self._finished, time.monotonic())
 
-    def spark_status(self) -> str:
+    def spark_status(self) -> dict[str, Any]:
+        """The query's status as Spark reports it ({} without a query or a JVM: failure() says why)."""
         try:
-            return str(self._query.status["message"]) if self._query is not None else "no query"
-        except (Py4JError, ConnectionError) as e:
-            return f"its JVM is gone ({type(e).__name__})"
+            return self._query.status if self._query is not None else {}
+        except (Py4JError, ConnectionError):
+            return {}
 
     def abandon(self, code: int) -> None:
         """Exit at once with ``code``, the query left as it is: a stuck batch cannot be
@@ -330,7 +328,7 @@ def run_until(app: StreamApp, stop: threading.Event, poll_seconds: float = 1.0) 
             if cfg.stall_timeout_s and running > cfg.stall_timeout_s:
                 log.error("a micro-batch has run for %.0f s (--stall-timeout %g s; Spark: %s): exiting for "
                           "the service manager to start kmon again from its checkpoint",
-                          running, cfg.stall_timeout_s, app.spark_status())
+                          running, cfg.stall_timeout_s, app.spark_status().get("message", "no status"))
                 stuck.set()
             return stuck.is_set()
 

@@ -49,11 +49,11 @@ class GroupsCollector:
                                          f"polling again every {config.poll_interval_s:g} s", log)
         error_cb = refusals(self.reachability)
         self._reader = OffsetsReader(config, book, emitter, error_cb) if config.read_offsets_topic else None
-        # True once __consumer_offsets has been read to its end (never without the reader)
-        self.caught_up: Callable[[], bool] = self._reader.caught_up.is_set if self._reader else lambda: False
+        # set once __consumer_offsets has been read to its end (None: no reader)
+        history = self._reader.caught_up if self._reader else None
+        self.caught_up: Callable[[], bool] = history.is_set if history else lambda: False
         self._admin = AdminClient(config.admin_client(logger=LibrdkafkaLog(log), error_cb=error_cb))
-        self._poller = AdminPoller(config, self._admin, book, emitter,
-                                   self._reader.caught_up if self._reader else None)
+        self._poller = AdminPoller(config, self._admin, book, emitter, history)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._probe_loop = functools.partial(keep_probing, self.reachability,
