@@ -81,7 +81,7 @@ def fold(key: str, state: str | None, rows: list[tuple[int, int, str | None]]) -
         "removed": record is None,
         "cluster": record.cluster if record is not None else cluster_of(key),
         "events": events,
-        "malformed": dict(Counter(source for _, _, source, _ in malformed)),   # source -> bad events
+        "malformed": dict(Counter(source for _, _, source, _ in malformed)) if malformed else {},   # source -> bad events
         "malformed_partition": first[0],
         "malformed_offset": first[1],
         "malformed_reason": first[3],

@@ -6,15 +6,16 @@ happened before it was watching.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kmon.events import ControllerState, Event, GroupState, PartitionState
 
 NO_LEADER = -1
 
 
-@dataclass(frozen=True)
-class PartitionTransitions:
+class PartitionTransitions(NamedTuple):
+    """A tuple: the fold makes one per partition event, and a frozen dataclass' __init__
+    costs several times a tuple's."""
     shrinks: frozenset[int] = frozenset()   # brokers that left the ISR
     expands: frozenset[int] = frozenset()   # brokers that joined the ISR
     election: bool = False                  # a new real leader (not a move to -1)
