@@ -68,6 +68,8 @@ def main() -> int:
         else:
             plot.cost_curve(rows, args.png)
         return 0
+    if getattr(args, "plot", None):
+        plot.require()   # before a run of minutes, not after it
     log = lambda msg: print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
     print(f"machine: {platform.node()} {platform.machine()}, python {platform.python_version()}", file=sys.stderr)
     if args.what == "scrape":
@@ -87,20 +89,20 @@ def main() -> int:
             p.error(f"--faults: unknown {unknown}; known: {', '.join(FAULTS)}")
         tables = peers.run(chosen, [int(n) for n in args.sizes.split(",") if n],
                            args.baseline, args.quiet, log, args.workdir)
-        if args.plot:
-            plot.alert_times(tables["faults"], args.plot)
         for name, rows in tables.items():
             if rows:
                 print(f"\n{name}\n\n{_table(rows)}")
-        print(json.dumps(tables), file=sys.stderr)
+        print(json.dumps(tables), file=sys.stderr, flush=True)
+        if args.plot:
+            plot.alert_times(tables["faults"], args.plot)
         return 0
     else:
         rows = [stream.run(n, args.backlog or 10 * n, args.delay_samples, args.trigger, log)
                 for n in map(int, args.partitions.split(","))]
-        if args.plot:
-            plot.cost_curve(rows, args.plot)
     print(_table(rows))
-    print(json.dumps(rows), file=sys.stderr)
+    print(json.dumps(rows), file=sys.stderr, flush=True)
+    if args.what == "stream" and args.plot:
+        plot.cost_curve(rows, args.plot)
     return 0
 
 

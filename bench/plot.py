@@ -5,6 +5,11 @@ from pathlib import Path
 from typing import Any
 
 
+def require() -> None:
+    """Exit with what to install when matplotlib is missing."""
+    _pyplot()
+
+
 def _pyplot() -> Any:
     try:
         import matplotlib
