@@ -250,9 +250,10 @@ def record_to_json(record: EntityRecord) -> str:
     return to_json(record)
 
 
-def record_from_json(text: str) -> EntityRecord:
+def record_from_json(text: str, trusted: bool = False) -> EntityRecord:
     """Inverse of record_to_json; raises kmon.events.MalformedEvent, and nothing else, on a
-    corrupt record or one that a laxer version of kmon let in."""
+    corrupt record or one that a laxer version of kmon let in. ``trusted``: written by this
+    kmon from a record it checked (kmon.events.from_plain's ``trusted``)."""
     doc = parse_json(text)
     if type(doc) is dict and "event" in doc:
         return _legacy_record(doc)
@@ -260,10 +261,10 @@ def record_from_json(text: str) -> EntityRecord:
     if type(kind) is not str or kind not in STATE_TYPES:
         raise MalformedEvent(f"a stored record of unknown kind {kind!r:.80}")
     if doc.get("deleted") is not True:
-        doc["state"] = from_plain(STATE_TYPES[kind], doc.get("state"))
+        doc["state"] = from_plain(STATE_TYPES[kind], doc.get("state"), trusted)
     elif doc.get("state") is not None:
         raise MalformedEvent("a stored record of a deleted entity with a state")
-    return _upgraded_counters(from_plain(EntityRecord, doc))
+    return _upgraded_counters(from_plain(EntityRecord, doc, trusted))
 
 
 def _upgraded_counters(record: EntityRecord) -> EntityRecord:

@@ -191,6 +191,18 @@ def test_a_schema_dataclass_is_written_as_its_plain_form(kind: str, data: st.Dat
 
 
 @every_kind
+def test_the_driver_reads_an_executor_s_record_unchecked_as_the_checked_path_does(kind: str, data: st.DataObject) -> None:
+    """The driver reads the records the executors folded without checking them again
+    (record_from_json's trusted): it must make exactly what the checked path makes of them,
+    counters and per-broker counters included (a second event of the same entity)."""
+    first, second = data.draw(events((kind,))), data.draw(events((kind,)))
+    second = replace(second, cluster=first.cluster, entity=first.entity)
+    record = fold(key_of(first), None, [(0, 1, encode(first).decode()), (0, 2, encode(second).decode())])["record"]
+    assume(record is not None)
+    assert record_from_json(record, trusted=True) == record_from_json(record)
+
+
+@every_kind
 def test_a_bad_event_is_counted_and_the_entity_keeps_its_last_good_state(kind: str, data: st.DataObject) -> None:
     event = data.draw(events((kind,)))
     good = record_of(event)
