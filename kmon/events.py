@@ -361,7 +361,7 @@ def _fast(cls: type, checked: bool = True) -> Convert:
         raise TypeError(f"{cls.__name__}: the fast decoder fills __dict__, which skips __post_init__ and has no slots")
     env: dict[str, Any] = {"Slow": _Slow, "cls": cls, "new": object.__new__,
                            "names": frozenset(f.name for f in fields(cls))}
-    lines = ["def fast(raw):", *(["    if type(raw) is not dict or not raw.keys() <= names: raise Slow"] * checked),
+    lines = ["def fast(raw):", *(["    if type(raw) is not dict or not raw.keys() <= names: raise Slow"] if checked else []),
              "    obj = new(cls)", "    args = obj.__dict__"]
     defaults = {f.name: f for f in fields(cls)}
     for i, (name, hint) in enumerate(typing.get_type_hints(cls, include_extras=True).items()):
