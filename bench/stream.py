@@ -24,6 +24,10 @@ from streaming.gc_tuning import collect_less_often
 
 TOPIC = "kmon-bench-events"
 STORMS = 5   # broker failures absorbed one after the other, each a storm measured (their spread is wide)
+# The ZooKeeper collector's read rate over a 100k-partition tree (bench/README.md, "The ZooKeeper
+# collector"): how fast a broker failure's changed partition states reach the events topic.
+COLLECTOR_READS_PER_S = 3200
+PACED_STORMS = 3
 
 
 def _produce(bootstrap: str, messages: Iterable[tuple[str, bytes]]) -> int:
@@ -98,6 +102,8 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
             progress(_batch_phases(app, produced, driver_s))
             storms = [_storm(app, boot, shape, zxid, shape.brokers - i, driver_s, progress) for i in range(STORMS)]
             storm_s = [s for s, _ in storms]
+            paced = [_paced_storm(app, boot, shape, zxid, shape.brokers - STORMS - i, progress)
+                     for i in range(PACED_STORMS)]
             progress(f"event -> export delay, {delay_samples} samples")
             delays, scrapes, scrape_bytes = _delays(app, boot, delay_samples, zxid)
             memory = _memory()
@@ -109,7 +115,11 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
             "drain_vs_transport": drain / limits["transport_events_per_s"],
             "drain_vs_fold": drain / limits["fold_events_per_s"],
             "storm_events": storms[0][1], "storm_s": statistics.median(storm_s), "storm_max_s": max(storm_s),
-            "storm_events_per_s": storms[0][1] / statistics.median(storm_s), "trigger_s": trigger,
+            "storm_events_per_s": storms[0][1] / statistics.median(storm_s),
+            "paced_storm_events_per_s": COLLECTOR_READS_PER_S,
+            "paced_storm_behind_s": statistics.median(behind for behind, _ in paced),
+            "paced_storm_behind_max_s": max(behind for behind, _ in paced),
+            "paced_storm_batches": statistics.median(batches for _, batches in paced), "trigger_s": trigger,
             "delay_p50_s": statistics.median(delays), "delay_p99_s": percentile(delays, 0.99),
             "first_scrape_p50_s": statistics.median(scrapes), "first_scrape_max_s": max(scrapes),
             "scrape_bytes": scrape_bytes, **memory}
@@ -131,6 +141,32 @@ def _storm(app: StreamApp, boot: str, shape: Shape, zxid: Zxids, broker: int, dr
     progress(f"storm: broker {broker} fails, {len(storm)} events, produced in {produced_s:.2f} s, absorbed "
              f"after {seconds:.2f} s; its batches: {_batch_phases(app, len(storm), driver_s, last_batch)}")
     return seconds, len(storm)
+
+
+def _paced_storm(app: StreamApp, boot: str, shape: Shape, zxid: Zxids, broker: int,
+                 progress: Callable[[str], None]) -> tuple[float, int]:
+    """One broker failure produced as the ZooKeeper collector would send it, at
+    COLLECTOR_READS_PER_S: seconds from its last event produced to that event in a published
+    snapshot (how far the views trail the collector), and the micro-batches it took."""
+    before, last_batch = _rows(app), _last_batch(app)
+    storm = list(_encoded(broker_failure(shape, zxid, broker=broker)))
+    p = Producer({"bootstrap.servers": boot, "linger.ms": 5})
+    chunk = COLLECTOR_READS_PER_S // 20   # paced every 50 ms
+    started = time.perf_counter()
+    for i in range(0, len(storm), chunk):
+        if (early := started + i / COLLECTOR_READS_PER_S - time.perf_counter()) > 0:
+            time.sleep(early)
+        for key, value in storm[i:i + chunk]:
+            p.produce(TOPIC, key=key, value=value)
+        p.poll(0)
+    p.flush(30)
+    produced = time.perf_counter()
+    wait(lambda: _rows(app) >= before + len(storm), 3600, "paced storm")
+    behind = time.perf_counter() - produced
+    batches = len(_batches_with(app, len(storm), last_batch))
+    progress(f"paced storm: broker {broker} fails, {len(storm)} events at {COLLECTOR_READS_PER_S}/s over "
+             f"{produced - started:.1f} s, absorbed {behind:.2f} s after the last one, in {batches} batches")
+    return behind, batches
 
 
 def _memory() -> dict[str, float]:
@@ -215,17 +251,23 @@ def _last_batch(app: StreamApp) -> int:
     return json.loads(recent[-1].json)["batchId"] if recent else -1
 
 
-def _batch_phases(app: StreamApp, rows: int, driver_s: dict[str, list[float]], after: int = -1) -> str:
-    """Where the ``rows`` events of the batches after batch ``after`` spent their time, from
-    Spark's query progress (it keeps the last 100 batches) and the driver timers (emptied
-    here): a Markdown table of sum / median / max in ms. State-store times are summed over
-    the shuffle partitions' tasks, which run in parallel."""
+def _batches_with(app: StreamApp, rows: int, after: int) -> list[dict]:
+    """The query progress of the batches with input after batch ``after``, once they hold
+    ``rows`` events: a batch's progress comes after its sink (which ended the caller's wait)
+    returns. Spark keeps the last 100 batches."""
     def batches() -> list[dict]:
         return [p for p in map(json.loads, (p.json for p in app._query.recentProgress))
                 if p["numInputRows"] and p["batchId"] > after]
-    # a batch's progress comes after its sink (which ended the wait) returns
     wait(lambda: sum(p["numInputRows"] for p in batches()) >= rows, 120, "the batches' query progress", 0.5)
-    drained = batches()
+    return batches()
+
+
+def _batch_phases(app: StreamApp, rows: int, driver_s: dict[str, list[float]], after: int = -1) -> str:
+    """Where the ``rows`` events of the batches after batch ``after`` spent their time, from
+    Spark's query progress and the driver timers (emptied here): a Markdown table of sum /
+    median / max in ms. State-store times are summed over the shuffle partitions' tasks, which
+    run in parallel."""
+    drained = _batches_with(app, rows, after)
     phases: dict[str, list[float]] = defaultdict(list)
     for p in drained:
         phases["input rows"].append(p["numInputRows"])
