@@ -29,7 +29,6 @@ RESYNCS = "resyncs"
 
 
 K = TypeVar("K")
-_NEW = object.__new__
 
 # the source label of what no collector can be named for: an unreadable event or stored record
 UNKNOWN_SOURCE = "unknown"
@@ -119,7 +118,7 @@ def _touch(record: EntityRecord, event: Event, **changes: Any) -> EntityRecord:
     (also for ignored events, so a resync does not sweep an entity it re-read); plus
     ``changes``, in the same copy (the fold's hot path: ``dataclasses.replace`` scans the
     fields at every call; a record's ``__dict__`` is its fields)."""
-    copy = _NEW(EntityRecord)   # filled as the fast decoder does: the frozen __init__ sets field by field
+    copy = object.__new__(EntityRecord)   # filled as the fast decoder does: the frozen __init__ sets field by field
     copy.__dict__.update(record.__dict__, zxid=_max(record.zxid, event.zxid),
                          last_observed_ms=max(record.last_observed_ms, event.observed_ms),
                          snapshot_id=event.snapshot_id or record.snapshot_id, **changes)
