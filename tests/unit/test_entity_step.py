@@ -36,6 +36,7 @@ def test_a_replayed_batch_counts_nothing_twice():
     rows = [("c1/partition:t:0", 0, 1, partition((1, 2), 1)), ("c1/partition:t:0", 0, 2, partition((1,), 2))]
     state, first = fold_bucket(None, rows)
     _, replay = fold_bucket(state, rows)
+    assert record_from_json(replay[0]["record"]).broker_counters == {"isr_shrinks": {2: 1}}
     assert first[0]["record"] == replay[0]["record"]
 
 

@@ -1,6 +1,7 @@
 import dataclasses
 import json
 from dataclasses import replace
+from typing import Mapping
 
 import pytest
 
@@ -45,6 +46,13 @@ def fold(events, record: EntityRecord | None = None) -> tuple[EntityRecord | Non
 # ------------------------------------------------------------------ partitions
 
 FOLLOWER_DIES = [part_event(10, 1, (1, 2, 3)), part_event(11, 1, (1, 3)), part_event(12, 1, (1, 2, 3))]
+# ... then broker 2 takes over and broker 1 leaves the ISR: counts of the entity and per broker
+LEADER_MOVES = FOLLOWER_DIES + [part_event(13, 2, (2, 3))]
+LEADER_MOVES_COUNTS = ({"leader_elections": 1}, {"isr_shrinks": {2: 1, 1: 1}, "isr_expands": {2: 1}})
+
+
+def counts(rec: EntityRecord) -> tuple[Mapping[str, int], Mapping[str, Mapping[int, int]]]:
+    return rec.counters, rec.broker_counters
 
 
 def test_counts_isr_changes_per_broker():
@@ -55,17 +63,17 @@ def test_counts_isr_changes_per_broker():
 
 
 def test_replaying_the_same_events_never_counts_twice():
-    rec, _ = fold(FOLLOWER_DIES)
-    replayed, outcomes = fold(FOLLOWER_DIES, rec)
-    assert replayed.counters == rec.counters and replayed.state == rec.state
-    assert outcomes == [Applied.STALE, Applied.STALE, Applied.DUPLICATE]
+    rec, _ = fold(LEADER_MOVES)
+    replayed, outcomes = fold(LEADER_MOVES, rec)
+    assert counts(replayed) == LEADER_MOVES_COUNTS and replayed.state == rec.state
+    assert outcomes == [Applied.STALE, Applied.STALE, Applied.STALE, Applied.DUPLICATE]
 
 
 def test_equal_state_at_a_newer_zxid_changes_nothing_but_the_bookkeeping():
-    rec, _ = fold(FOLLOWER_DIES)
-    rec2, applied = apply_event(rec, part_event(20, 1, (1, 2, 3), at=5000))
+    rec, _ = fold(LEADER_MOVES)
+    rec2, applied = apply_event(rec, part_event(20, 2, (2, 3), at=5000))
     assert applied is Applied.DUPLICATE
-    assert rec2.counters == rec.counters and rec2.zxid == 20 and rec2.last_observed_ms == 5000
+    assert counts(rec2) == LEADER_MOVES_COUNTS and rec2.zxid == 20 and rec2.last_observed_ms == 5000
 
 
 def test_election_and_unclean_election():
@@ -97,10 +105,11 @@ def test_duplicate_in_a_snapshot_records_the_snapshot_id():
 
 
 def test_delete_keeps_a_tombstone_without_counters():
-    rec, _ = fold(FOLLOWER_DIES)
-    rec, applied = apply_event(rec, part_event(13, 0, (), op="delete"))
+    rec, _ = fold(LEADER_MOVES)
+    assert counts(rec) == LEADER_MOVES_COUNTS
+    rec, applied = apply_event(rec, part_event(14, 0, (), op="delete"))
     assert applied is Applied.APPLIED
-    assert rec.deleted and rec.state is None and rec.counters == {} and rec.zxid == 13
+    assert rec.deleted and rec.state is None and counts(rec) == ({}, {}) and rec.zxid == 14
 
 
 def test_delete_at_the_records_zxid_still_deletes():
@@ -124,10 +133,12 @@ def test_stale_replay_after_delete_does_not_resurrect():
 
 
 def test_recreate_after_delete_starts_afresh():
-    rec, _ = fold(FOLLOWER_DIES + [part_event(13, 0, (), op="delete")])
-    rec, applied = apply_event(rec, part_event(14, 4, (4,)))   # nothing counted against (1,2,3)
+    rec, _ = fold(LEADER_MOVES + [part_event(14, 0, (), op="delete")])
+    rec, applied = apply_event(rec, part_event(15, 4, (4,)))   # nothing counted against (2,3)
     assert applied is Applied.APPLIED
-    assert not rec.deleted and rec.counters == {} and rec.state.leader == 4
+    assert not rec.deleted and counts(rec) == ({}, {}) and rec.state.leader == 4
+    rec, _ = apply_event(rec, part_event(16, 4, (4, 2)))       # and counted from zero again
+    assert counts(rec) == ({}, {"isr_expands": {2: 1}})
 
 
 def test_delete_of_an_unknown_entity_guards_against_older_upserts():
