@@ -22,22 +22,12 @@ import threading
 import time
 from typing import Callable
 
+from kmon.restarts import pause_after
 from kmon.signals import die_with_parent
 
 log = logging.getLogger("kmon.collector")
 
 CHILD_ENV = "KMON_COLLECTOR_CHILD"   # set in the child: it runs the collector itself
-FIRST_PAUSE_S = 1.0
-MAX_PAUSE_S = 30.0
-HEALTHY_RUN_S = 2 * MAX_PAUSE_S   # a death after a run this long is not part of a crash loop
-
-
-def pause_after(previous: float | None, ran_s: float) -> float:
-    """Pure: the pause before starting again a child that died after ``ran_s`` seconds;
-    ``previous`` is the pause before that run (None for the first)."""
-    if previous is None or ran_s >= HEALTHY_RUN_S:
-        return FIRST_PAUSE_S
-    return min(previous * 2, MAX_PAUSE_S)
 
 
 def supervised(argv: list[str], collect: Callable[[], int]) -> int:

@@ -1,7 +1,7 @@
-"""The pause before a crashed collector is started again (collectors/supervise.py)."""
+"""The pause before a crashed collector or part of `kmon run` is started again (kmon/restarts.py)."""
 from __future__ import annotations
 
-from collectors.supervise import FIRST_PAUSE_S, HEALTHY_RUN_S, MAX_PAUSE_S, pause_after
+from kmon.restarts import FIRST_PAUSE_S, HEALTHY_RUN_S, MAX_PAUSE_S, pause_after
 
 
 def test_the_pause_grows_while_the_child_keeps_dying_young_and_resets_after_a_healthy_run() -> None:
