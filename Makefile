@@ -1,6 +1,7 @@
 # The two commands of the README. Both install what they need first (idempotent).
 VENV ?= .venv
 PYTEST_ARGS ?=
+RUN_ARGS ?=     # e.g. `make run RUN_ARGS=--fresh`
 
 .PHONY: install run test bench clean
 
@@ -9,7 +10,7 @@ install:
 
 # The embedded default: a local real cluster, the monitor on it, metrics and Prometheus up.
 run: install
-	$(VENV)/bin/kmon run --fast
+	$(VENV)/bin/kmon run --fast $(RUN_ARGS)
 
 test: install
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)

@@ -3,18 +3,28 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import shutil
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 
 from kmon import config, logs
 from kmon.monitor import MonitorOptions, history_dir, start_monitor
-from kmon.signals import wait_for_shutdown_signal
+from kmon.signals import stop_on_signals
+from kmon.stack.keeper import Keeper
 from kmon.stack.local import LocalStack, StackError, StackRequest, StackState
+from kmon.stack.owner import holder
+from kmon.stack.process import pid_alive
 from kmon.stack.toolchain import MissingTool, find_toolchain
 
 log = logging.getLogger("kmon")
 
 DEFAULT_STACK_DIR = ".kmon/stack"
+RUN = "kmon run"       # the owner of a stack directory that `kmon stack down` may ask to stop
+KEEP_EVERY_S = 1.0     # how often `kmon run` looks at its parts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,11 +34,17 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(args.log_level)
     try:
         return args.handler(args)
-    except (StackError, MissingTool, TimeoutError) as e:
+    except (StackError, MissingTool, TimeoutError, RuntimeError, OSError) as e:
         log.error("%s", e)
+        log.debug("where it failed", exc_info=True)
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as e:   # a defect of kmon: one line for the user, the trace at debug
+        log.error("kmon %s failed: %s: %s (a defect of kmon: please report it with the trace that "
+                  "--log-level debug prints)", args.command, type(e).__name__, e)
+        log.debug("the trace", exc_info=True)
+        return 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,8 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="the embedded default: a local real cluster and the monitor on it",
                          description="Start a local ZooKeeper, Kafka brokers, Prometheus and Alertmanager, "
                                      "the ZooKeeper and consumer-group collectors and the Spark views on them; "
-                                     "print every address and run until SIGTERM/Ctrl-C, then stop them all.")
+                                     "print every address and run until SIGTERM/Ctrl-C, then stop them all. "
+                                     "A part of the monitor that dies unasked is started again. Run again in "
+                                     "the same --dir, it resumes: the cluster's data, the events, the views' "
+                                     "checkpoint and the history are kept (--fresh starts over).")
     _stack_flags(run)
+    _fresh_flag(run)
     config.flag(run, "--cluster", default="local", help="name of the local cluster in events and metrics")
     config.flag(run, "--trigger-interval", default=None, type=float,
                 help="seconds between Spark micro-batches (default: kmon stream's)")
@@ -52,8 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
                            description="A real local Kafka cluster (ZooKeeper mode) with Prometheus "
                                        "and Alertmanager, as background processes.")
     ssub = stack.add_subparsers(dest="stack_command", required=True, metavar="ACTION")
-    up = ssub.add_parser("up", help="start the stack in the background and wait until it is ready")
+    up = ssub.add_parser("up", help="start the stack in the background and wait until it is ready",
+                         description="Start the stack in the background and wait until it is ready; a "
+                                     "directory that held a stack is resumed (--fresh starts over).")
     _stack_flags(up)
+    _fresh_flag(up)
     up.set_defaults(handler=cmd_stack_up)
     down = ssub.add_parser("down", help="stop what `stack up` started, and nothing else")
     _dir_flag(down)
@@ -76,6 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _dir_flag(p: argparse.ArgumentParser) -> None:
     config.flag(p, "--dir", default=DEFAULT_STACK_DIR, type=Path,
                 help="directory for the stack's state, data and logs")
+
+
+def _fresh_flag(p: argparse.ArgumentParser) -> None:
+    config.switch(p, "--fresh", help="delete the stack this --dir held (its cluster data, events, checkpoint "
+                                     "and history) and start a new one; without it, that stack is resumed")
 
 
 def _stack_flags(p: argparse.ArgumentParser) -> None:
@@ -104,9 +132,26 @@ def _request(args: argparse.Namespace) -> StackRequest:
                         secure=args.secure)
 
 
+def _shown(path: Path) -> str:
+    """A path as a user in this directory would type it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _kmon_command() -> str:
+    """How to run this kmon again: the venv's script, where `kmon` on PATH is not this one."""
+    script = Path(sys.argv[0]).resolve()
+    on_path = shutil.which("kmon")
+    if script.name != "kmon" or (on_path and Path(on_path).resolve() == script):
+        return "kmon"
+    return _shown(script)
+
+
 def describe(state: StackState) -> str:
     separate = state.events_bootstrap_servers != state.bootstrap_servers
-    lines = [f"stack in {state.dir}",
+    lines = [f"stack in {_shown(state.dir)}",
              "  monitored cluster (Kafka in ZooKeeper mode)",
              f"    zookeeper        {state.zk_connect}",
              f"    bootstrap        {state.bootstrap_servers}",
@@ -122,18 +167,33 @@ def describe(state: StackState) -> str:
     for source, port in state.collector_ports.items():
         lines.append(f"  {'collector ' + source:<18} http://127.0.0.1:{port}/metrics")
     if "stream" in state.components:
-        lines.append(f"  {'what happened':<18} kmon history --dir {history_dir(state.dir)}")
+        lines.append(f"  {'what happened':<18} {_kmon_command()} history --dir {_shown(history_dir(state.dir))}")
     return "\n".join(lines)
 
 
 def cmd_stack_up(args: argparse.Namespace) -> int:
-    stack = LocalStack(args.dir, find_toolchain())
-    state = stack.up(_request(args))
+    stack = LocalStack(args.dir, find_toolchain(), command="kmon stack up")
+    state = stack.up(_request(args), fresh=args.fresh)
     print(describe(state))
     return 0
 
 
 def cmd_stack_down(args: argparse.Namespace) -> int:
+    owner = holder(args.dir.resolve())
+    if owner is not None and owner.command == RUN:
+        # its keeper would start again what is stopped under it: it stops everything itself
+        print(f"asking {RUN} (pid {owner.pid}) to stop everything it started", flush=True)
+        os.kill(owner.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 120
+        while pid_alive(owner.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if pid_alive(owner.pid):
+            raise StackError(f"{RUN} (pid {owner.pid}) did not stop within 120 s")
+        print(f"{RUN} (pid {owner.pid}) stopped")
+        if not args.purge:
+            return 0
+    elif owner is not None:
+        raise StackError(f"the stack in {args.dir} is driven by {owner.command} (pid {owner.pid}): stop that")
     stack = LocalStack(args.dir, find_toolchain())
     if stack.state is None:
         print(f"no stack in {args.dir}")
@@ -150,6 +210,8 @@ def cmd_stack_status(args: argparse.Namespace) -> int:
         print(f"no stack in {args.dir}")
         return 1
     print(describe(state))
+    if (owner := holder(stack.dir)) is not None:
+        print(f"  driven by {owner.command} (pid {owner.pid})")
     for c in state.components.values():
         print(f"  {c.name:<13} pid {c.pid:<8} {'running' if c.alive() else 'STOPPED':<8} port {c.port:<6} log {c.log}")
     zk = state.components.get("zookeeper")
@@ -161,16 +223,24 @@ def cmd_stack_status(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     # everything `run` starts lives only as long as `run` does, even if it is SIGKILLed
-    stack = LocalStack(args.dir, find_toolchain(), die_with_parent=True)
-    stack.up(_request(args))
+    stack = LocalStack(args.dir, find_toolchain(), die_with_parent=True, command=RUN)
+    # SIGTERM while starting unwinds as Ctrl-C does: what was started is stopped
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    stack.up(_request(args), fresh=args.fresh)   # on failure it stops what it started, and only that
     try:
         log.info("starting the monitor: collectors and the Spark app (Spark takes ~20 s to start)")
         start_monitor(stack, MonitorOptions(cluster=args.cluster, trigger_seconds=args.trigger_interval))
         assert stack.state
         print(describe(stack.state), flush=True)
-        wait_for_shutdown_signal(lambda: log.info("running; SIGTERM or Ctrl-C stops everything"))
+        stopped = threading.Event()
+        stop_on_signals(stopped)
+        log.info("running; SIGTERM or Ctrl-C stops everything")
+        keeper = Keeper(stack)
+        while not stopped.wait(KEEP_EVERY_S):
+            keeper.check()
     finally:
         stack.down()
+    log.info("stopped everything kmon run started; run it again to resume (--fresh starts over)")
     return 0
 
 

@@ -5,7 +5,6 @@ import ctypes
 import logging
 import signal
 import threading
-from typing import Callable
 
 log = logging.getLogger("kmon")
 
@@ -18,14 +17,6 @@ def stop_on_signals(stopped: threading.Event) -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, handler)
-
-
-def wait_for_shutdown_signal(on_ready: Callable[[], None]) -> None:
-    """Block until SIGTERM or SIGINT; the caller's ``finally`` does the cleanup."""
-    stopped = threading.Event()
-    stop_on_signals(stopped)
-    on_ready()
-    stopped.wait()
 
 
 def die_with_parent() -> None:

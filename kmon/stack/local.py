@@ -6,6 +6,11 @@ events still flow.
 
 Everything a stack started is recorded in ``<dir>/stack.json``; ``down`` stops exactly
 those processes (checked against their command lines, so a recycled pid is never hit).
+
+A directory that held a stack is resumed by ``up``: ZooKeeper's and the brokers' data, kmon's
+events node, Prometheus' data and the monitor's checkpoint are kept, and each server gets its
+earlier port back where it is free (so Prometheus' series and the printed addresses continue).
+``up(fresh=True)`` deletes the directory first.
 """
 from __future__ import annotations
 
@@ -14,14 +19,16 @@ import base64
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -32,7 +39,8 @@ from kazoo.exceptions import NoNodeError
 
 from kmon.client_config import KafkaClientProperties, ZooKeeperClientProperties
 from kmon.stack import configs
-from kmon.stack.process import cmdline, free_port, pid_alive, spawn, stop, wait_until
+from kmon.stack.owner import Busy, OwnerLock, holder
+from kmon.stack.process import cmdline, free_port, pid_alive, port_free, spawn, stop, wait_until
 from kmon.stack.secure import SecureFiles
 from kmon.stack.toolchain import Toolchain
 
@@ -64,7 +72,7 @@ class Component:
 
 @dataclass
 class StackState:
-    dir: str
+    dir: Path
     chroot: str
     brokers: int
     fast: bool
@@ -76,7 +84,7 @@ class StackState:
 
     @property
     def secure_files(self) -> SecureFiles | None:
-        return SecureFiles(Path(self.dir) / "secure") if self.secure else None
+        return SecureFiles(self.dir / "secure") if self.secure else None
 
     def kafka_client(self) -> dict[str, str]:
         """librdkafka settings a client of the monitored cluster needs (none unless secure)."""
@@ -112,20 +120,40 @@ class StackState:
         c = self.components.get(name)
         return f"http://127.0.0.1:{c.port}" if c else None
 
+    def port_of(self, name: str) -> int:
+        """The port ``name`` had (0 if it had none): a resumed stack asks for it again."""
+        c = self.components.get(name)
+        return c.port if c else 0
+
     def save(self) -> None:
-        path = Path(self.dir) / STATE_FILE
+        path = self.dir / STATE_FILE
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.write_text(json.dumps(asdict(self), indent=2, default=str))
         tmp.replace(path)
 
     @classmethod
     def load(cls, directory: Path) -> "StackState | None":
+        """The state ``up`` wrote, or None where there is none. A file this kmon cannot read (half
+        written, from another version) raises StackError saying what to do."""
         path = directory / STATE_FILE
-        if not path.exists():
+        try:
+            raw = json.loads(path.read_text())
+            raw["dir"] = Path(raw["dir"])
+            raw["components"] = {k: Component(**_known(Component, v)) for k, v in raw["components"].items()}
+            return cls(**_known(cls, raw))
+        except FileNotFoundError:
             return None
-        raw = json.loads(path.read_text())
-        raw["components"] = {k: Component(**v) for k, v in raw["components"].items()}
-        return cls(**raw)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+            raise StackError(f"{path} is not a stack state this kmon can read ({type(e).__name__}: {e}); if "
+                             f"nothing of that stack still runs, `kmon run --fresh --dir {directory}` starts "
+                             "over (it deletes that directory)") from None
+
+
+def _known(cls: type, raw: dict) -> dict:
+    """The fields of ``cls`` in ``raw``: keys an older or newer kmon wrote are left out, and a
+    missing field with a default takes it (a missing field without one fails in ``cls(...)``)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in raw.items() if k in names}
 
 
 @dataclass(frozen=True)
@@ -149,41 +177,75 @@ class StackRequest:
 
 
 class LocalStack:
-    def __init__(self, directory: Path, toolchain: Toolchain, die_with_parent: bool = False):
+    def __init__(self, directory: Path, toolchain: Toolchain, die_with_parent: bool = False,
+                 command: str | None = None):
+        """``die_with_parent``: the stack lives only as long as this process (`kmon run`, a test),
+        which owns the directory until ``down``; ``command`` names it to a second one refused."""
         self.dir = directory.resolve()
         self.tools = toolchain
         self.die_with_parent = die_with_parent
+        self.command = command or Path(sys.argv[0]).name
+        self.owner = OwnerLock(self.dir)
         self.state = StackState.load(self.dir)
 
     # ------------------------------------------------------------------ lifecycle
-    def up(self, req: StackRequest) -> StackState:
-        if self.state and any(c.alive() for c in self.state.components.values()):
-            running = ", ".join(f"{c.name} (pid {c.pid})" for c in self.state.components.values() if c.alive())
-            raise StackError(f"a stack is already running in {self.dir}: {running}; "
-                             f"see `kmon stack status --dir {self.dir}` or stop it with `kmon stack down`")
-        if self.state and (self.state.chroot != req.chroot or self.state.brokers != req.brokers):
-            raise StackError(f"{self.dir} holds a stack with {self.state.brokers} brokers and chroot "
-                             f"{self.state.chroot or '/'}; use another --dir or `kmon stack down --purge` first")
+    def up(self, req: StackRequest, fresh: bool = False) -> StackState:
+        """Start the stack, resuming the one this directory held (``fresh``: delete it first)."""
+        self._take_ownership()
+        try:
+            return self._up(req, fresh)
+        finally:
+            if not self.die_with_parent:   # `kmon stack up`: its servers run on without it
+                self.owner.release()
+
+    def _take_ownership(self) -> None:
+        try:
+            self.owner.acquire(self.command)
+        except Busy as e:
+            raise StackError(f"a stack is already running in {self.dir}, {e}; `kmon stack status --dir "
+                             f"{self.dir}` shows it, `kmon stack down --dir {self.dir}` stops it") from None
+        if self.state and (running := [c for c in self.state.components.values() if c.alive()]):
+            self.owner.release()
+            names = ", ".join(f"{c.name} (pid {c.pid})" for c in running)
+            raise StackError(f"a stack is already running in {self.dir}: {names}; `kmon stack status --dir "
+                             f"{self.dir}` shows it, `kmon stack down --dir {self.dir}` stops it")
+
+    def _up(self, req: StackRequest, fresh: bool) -> StackState:
+        if fresh and self.dir.exists():
+            log.info("--fresh: deleting the stack in %s", self.dir)
+            self._purge()
+        previous = self.state
+        if previous and (previous.chroot, previous.brokers, previous.secure) != (req.chroot, req.brokers, req.secure):
+            raise StackError(f"{self.dir} holds a stack of {previous.brokers} brokers, chroot "
+                             f"{previous.chroot or '/'}{', secure' if previous.secure else ''}: resume it with "
+                             "those flags, or start over with --fresh (it deletes that stack) or another --dir")
+        if previous:
+            log.info("resuming the stack in %s: its data, events, checkpoint and history are kept "
+                     "(--fresh starts over)", self.dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "log4j.properties").write_text(configs.LOG4J)
         profile = req.timing()
-        self.state = StackState(dir=str(self.dir), chroot=req.chroot, brokers=req.brokers, fast=req.fast,
-                                stream_port=free_port(),
-                                collector_ports={source: free_port() for source in ("zk", "groups")},
+        again = previous or StackState(dir=self.dir, chroot="", brokers=0, fast=False, stream_port=0,
+                                       collector_ports={})
+        self.state = StackState(dir=self.dir, chroot=req.chroot, brokers=req.brokers, fast=req.fast,
+                                stream_port=_port(again.stream_port),
+                                collector_ports={source: _port(again.collector_ports.get(source, 0))
+                                                 for source in ("zk", "groups")},
                                 secure=req.secure)
         if self.state.secure_files:
             self.state.secure_files.write()
         started = time.monotonic()
         try:
-            self._start_zookeeper(req.zk_port or free_port(), profile)
+            self._start_zookeeper(req.zk_port or _port(again.port_of("zookeeper")), profile)
             if self.state.secure_files:
                 self._add_scram_users(self.state.secure_files)
             for i in range(req.brokers):
-                port = req.first_broker_port + i if req.first_broker_port else free_port()
+                name = f"broker-{i + 1}"
+                port = req.first_broker_port + i if req.first_broker_port else _port(again.port_of(name))
                 self._write_broker(i + 1, port, profile,
                                    req.broker_jvm_options(i + 1) if req.broker_jvm_options else [])
             if req.events_cluster:
-                self._write_events_node(profile)
+                self._write_events_node(profile, _port(again.port_of(EVENTS)))
             for c in self._servers():  # all at once: the JVMs start in parallel
                 self._spawn(c)
             for i in range(req.brokers):
@@ -192,17 +254,21 @@ class LocalStack:
                 self._wait_events_node()
             wait_until(lambda: self.controller_id() >= 0, 60, "controller election")
             if req.prometheus:
-                self._start_alertmanager()
-                self._start_prometheus()
-        except BaseException:
+                self._start_alertmanager(_port(again.port_of("alertmanager")))
+                self._start_prometheus(_port(again.port_of("prometheus")))
+        except BaseException as e:
             log.error("stack start failed; stopping what was started (logs in %s)", self.dir)
             self.down(timeout=5)
+            if previous and isinstance(e, (StackError, RuntimeError, TimeoutError)):
+                raise StackError(f"{e}; this directory held an earlier stack: `kmon run --fresh --dir "
+                                 f"{self.dir}` starts over (it deletes that stack)") from None
             raise
         log.info("stack up in %.1fs", time.monotonic() - started)
         return self.state
 
     def down(self, timeout: float = 20.0, purge: bool = False) -> list[str]:
-        """Stop what ``up`` started, Prometheus first and ZooKeeper last."""
+        """Stop what ``up`` started, Prometheus first and ZooKeeper last; the directory is free
+        for the next ``up`` then."""
         stopped: list[str] = []
         if self.state:
             # the monitor and Prometheus first, then the events cluster (the collectors flush to it),
@@ -216,9 +282,18 @@ class LocalStack:
                     if stop(c.pid, c.marker, timeout=timeout):
                         stopped.append(c.name)
         if purge and self.dir.exists():
-            shutil.rmtree(self.dir)
-            self.state = None
+            self._purge()
+        self.owner.release()
         return stopped
+
+    def _purge(self) -> None:
+        # the lock file goes with the directory; a held lock moves to the new one at the next up
+        held = self.owner.held
+        self.owner.release()
+        shutil.rmtree(self.dir)
+        self.state = None
+        if held:
+            self.owner.acquire(self.command)
 
     # ------------------------------------------------------------------ processes
     def add_service(self, name: str, argv: list[str], port: int, marker: str, ready_url: str,
@@ -242,6 +317,13 @@ class LocalStack:
             self._wait_events_node(timeout)
         elif c.ready_url:
             wait_until(lambda: http_ok(c.ready_url), timeout, f"{name} (log: {c.log})", alive=c.alive)
+
+    def respawn(self, name: str) -> None:
+        """Start a dead component again without waiting for it (kmon run's keeper)."""
+        c = self.component(name)
+        if c.alive():
+            raise StackError(f"{name} is already running (pid {c.pid})")
+        self._spawn(c)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         c = self.component(name)
@@ -387,17 +469,21 @@ class LocalStack:
         assert self.state
         return [c for n, c in self.state.components.items() if n.startswith("broker-") or n == EVENTS]
 
-    def _write_events_node(self, profile: configs.Profile) -> None:
-        port, controller_port = free_port(), free_port()
+    def _write_events_node(self, profile: configs.Profile, port: int) -> None:
+        controller_port = free_port()
         cfg = self.dir / "events.properties"
         data = self.dir / "events-data"
         cfg.write_text(configs.events_node_properties(port, controller_port, data))
-        # a KRaft node needs its log directory formatted with a cluster id before its first start
+        # A KRaft node needs its log directory formatted with a cluster id before its first start;
+        # a directory formatted before (a resumed stack, or a start that died after formatting)
+        # keeps its id, which the storage tool checks even with --ignore-formatted.
+        cluster_id = formatted_cluster_id(data) or kraft_cluster_id()
         fmt = subprocess.run([self.tools.java, "-cp", self.tools.kafka_classpath, "kafka.tools.StorageTool",
-                              "format", "-t", kraft_cluster_id(), "-c", str(cfg), "--ignore-formatted"],
+                              "format", "-t", cluster_id, "-c", str(cfg), "--ignore-formatted"],
                              capture_output=True, text=True, timeout=120)
         if fmt.returncode != 0:
-            raise StackError(f"formatting the events node's storage {data} failed: {fmt.stdout}{fmt.stderr}")
+            raise StackError(f"formatting the events node's storage {data} failed: "
+                             f"{java_error(fmt.stdout + fmt.stderr) or f'exit status {fmt.returncode}'}")
         self._add(EVENTS, port, self._java("kafka.Kafka", cfg, profile.broker_heap, EVENTS), str(cfg))
 
     def _wait_events_node(self, timeout: float = 90) -> None:
@@ -436,9 +522,8 @@ class LocalStack:
                    f"broker {broker_id} serving metadata (log: {c.log})", interval=0.5, alive=c.alive)
         log.info("broker %d registered and serving", broker_id)
 
-    def _start_prometheus(self) -> None:
+    def _start_prometheus(self, port: int) -> None:
         assert self.state
-        port = free_port()
         cfg = self.dir / "prometheus.yml"
         cfg.write_text(configs.prometheus_config(
             [f"127.0.0.1:{self.state.stream_port}"],
@@ -450,14 +535,43 @@ class LocalStack:
         self._spawn(c)
         wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"), 60, "prometheus", alive=c.alive)
 
-    def _start_alertmanager(self) -> None:
-        port = free_port()
+    def _start_alertmanager(self, port: int) -> None:
         data = self.dir / "alertmanager-data"
         c = self._add("alertmanager", port, [
             self.tools.alertmanager, f"--config.file={configs.ALERTMANAGER_CONFIG}", f"--storage.path={data}",
             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="], str(data))
         self._spawn(c)
         wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"), 60, "alertmanager", alive=c.alive)
+
+
+def _port(earlier: int) -> int:
+    """The port a server had before if it is free still, else a new free one."""
+    return earlier if earlier and port_free(earlier) else free_port()
+
+
+def formatted_cluster_id(log_dir: Path) -> str | None:
+    """The cluster id a KRaft log directory was formatted with (its meta.properties), if it was."""
+    try:
+        text = (log_dir / "meta.properties").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "cluster.id" and value.strip():
+            return value.strip()
+    return None
+
+
+def java_error(output: str) -> str:
+    """Pure: what a Java tool's output says went wrong, without its stack frames: the message of
+    the first exception it printed, else its last line that is no frame."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for line in lines:
+        found = re.search(r"(?:Exception|Error): (.+)$", line)
+        if found:
+            return found.group(1)
+    said = [line for line in lines if not line.startswith("at ") and not line.startswith("...")]
+    return said[-1] if said else ""
 
 
 def kraft_cluster_id() -> str:

@@ -40,6 +40,17 @@ def free_port(ephemeral: tuple[int, int] | None = None) -> int:
         return s.getsockname()[1]
 
 
+def port_free(port: int) -> bool:
+    """Nothing listens on ``port`` of the loopback address (nor holds it bound)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # a port in TIME_WAIT is free to a server
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def ephemeral_ports(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> tuple[int, int]:
     """The kernel's range of automatic ports (Linux's default where it does not say)."""
     try:
@@ -73,12 +84,39 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # a zombie child still "exists": reap it if it is ours
+    # A dead child of ours is a zombie that still "exists". It is looked at, not reaped, so
+    # that exit_status can still say how it ended (subprocess reaps it at the next spawn).
     try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
+        return _peek(pid) is None
     except ChildProcessError:
         return _state(pid) not in ("Z", "X", None)
+
+
+def _peek(pid: int) -> os.waitid_result | None:
+    """How a child of this process ended, without reaping it; None while it runs."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+
+
+def exit_status(pid: int) -> str:
+    """How a dead process ended, in words: ``exited with status 1``, ``killed by SIGKILL``."""
+    try:
+        done = _peek(pid)
+    except ChildProcessError:   # not our child, or already reaped
+        return "ended (exit status unknown)"
+    if done is None:
+        return "is still running"
+    return describe_status(done.si_code, done.si_status)
+
+
+def describe_status(code: int, status: int) -> str:
+    """Pure: a waitid result's (si_code, si_status) in words."""
+    if code == os.CLD_EXITED:
+        return f"exited with status {status}"
+    try:
+        name = signal.Signals(status).name
+    except ValueError:
+        name = f"signal {status}"
+    return f"was killed by {name}" + (" (core dumped)" if code == os.CLD_DUMPED else "")
 
 
 def _state(pid: int) -> str | None:

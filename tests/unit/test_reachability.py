@@ -24,15 +24,10 @@ from kmon.reachability import (
     watch,
 )
 
+from tests.unit.fakes import Clock
+
 LOGGER = "test.reachability"
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
