@@ -53,8 +53,12 @@ class ViewDriver:
         # file holds; the views hold the records themselves
         self._texts: dict[str, str] = loaded.texts
         self._views.apply(loaded.records)
-        self._stats = SelfStats(state_rows=self._state_rows(),
-                                malformed={(cluster, UNKNOWN_SOURCE): n for cluster, n in loaded.dropped.items()})
+        # the counters go on from the checkpoint's (a restart must not make them go lower: rate()
+        # would read a reset); a batch at or before the one they count is a replay, not counted again
+        self._counted_through, counted = self._load_counters()
+        dropped = Counter({(cluster, UNKNOWN_SOURCE): n for cluster, n in loaded.dropped.items()})
+        self._counted = replace(counted, malformed=dict(Counter(counted.malformed) + dropped))
+        self._stats = replace(self._counted, state_rows=self._state_rows())
         if self._texts:
             log.info("restored %d entity records from %s", len(self._texts), record_log.dir)
         self._publish()
@@ -101,7 +105,25 @@ class ViewDriver:
         stats = BatchStats(duration_s=0.0, finished_ms=0, input_rows=dict(input_rows), events=dict(events),
                            malformed=dict(malformed), newest_observed_ms=newest, history_rows=written.rows,
                            history_lost=written.lost)
+        if batch_id <= self._counted_through:
+            stats = stats.uncounted()
+        else:
+            self._counted = self._counted.add(stats)
+            self._counted_through = batch_id
+            self._log.save_counters(batch_id, self._counted.counters())
         return Persisted(batch_id, texts, stats, started)
+
+    def _load_counters(self) -> tuple[int, SelfStats]:
+        saved = self._log.load_counters()
+        if saved is None:
+            return -1, SelfStats()
+        batch_id, doc = saved
+        try:
+            return batch_id, SelfStats().with_counters(doc)
+        except ValueError as e:
+            log.error("the stream's self counters in %s are not counters (%s): they start again from 0",
+                      self._log.dir, e)
+            return -1, SelfStats()
 
     def _log_problem(self, row: Mapping[str, Any]) -> None:
         key = row["key"]

@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from kmon.events import MalformedEvent, parse_json, to_json
 from streaming.records import EntityRecord, cluster_of, record_from_json
@@ -25,6 +25,7 @@ from streaming.records import EntityRecord, cluster_of, record_from_json
 log = logging.getLogger("kmon.stream")
 
 _FILE = re.compile(r"^(full|delta)-(\d+)\.jsonl$")
+COUNTERS_FILE = "counters.json"   # the stream's self counters through a batch (streaming/stats.py)
 
 
 @dataclass(frozen=True)
@@ -84,19 +85,38 @@ class RecordLog:
         self._deltas += 1
         self._delta_rows += len(changed)
         if self._delta_rows < len(current) and self._deltas < self.max_deltas:
-            self._write(f"delta-{batch_id}.jsonl", changed.items())
+            self._write(f"delta-{batch_id}.jsonl", _lines(changed.items()))
             return
-        self._write(f"full-{batch_id}.jsonl", current.items())
+        self._write(f"full-{batch_id}.jsonl", _lines(current.items()))
         for kind, batch, path in self._files():
             if batch < batch_id or (batch == batch_id and kind == "delta"):
                 path.unlink(missing_ok=True)
         self._deltas = self._delta_rows = 0
 
-    def _write(self, name: str, items: Iterable[tuple[str, str | None]]) -> None:
+    def save_counters(self, batch_id: int, counters: Mapping[str, Any]) -> None:
+        """The self counters as of batch ``batch_id``, replacing the earlier ones."""
+        self._write(COUNTERS_FILE, [to_json({"batch_id": batch_id, "counters": counters})])
+
+    def load_counters(self) -> tuple[int, Any] | None:
+        """(batch id, counters) as last saved; None if never saved, or unreadable (logged: the
+        counters then start again from 0, which Prometheus takes as a reset)."""
+        path = self.dir / COUNTERS_FILE
+        try:
+            doc = parse_json(path.read_bytes())
+            if type(doc) is not dict or type(doc.get("batch_id")) is not int:
+                raise MalformedEvent("no batch_id")
+            return doc["batch_id"], doc.get("counters")
+        except FileNotFoundError:
+            return None
+        except (OSError, MalformedEvent) as e:
+            log.error("%s: the stream's self counters could not be read (%s): they start again from 0", path, e)
+            return None
+
+    def _write(self, name: str, lines: Iterable[str]) -> None:
         tmp = self.dir / (name + ".tmp")
         with open(tmp, "w") as out:
-            for key, text in items:
-                out.write(to_json({"key": key, "record": text}) + "\n")
+            for line in lines:
+                out.write(line + "\n")
             out.flush()
             os.fsync(out.fileno())
         tmp.replace(self.dir / name)
@@ -108,6 +128,10 @@ class RecordLog:
             if m:
                 out.append((m.group(1), int(m.group(2)), path))
         return out
+
+
+def _lines(items: Iterable[tuple[str, str | None]]) -> Iterable[str]:
+    return (to_json({"key": key, "record": text}) for key, text in items)
 
 
 def _line(line: str) -> tuple[str, str | None]:

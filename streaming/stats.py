@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Mapping, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, TypeVar
 
 K = TypeVar("K")
 
@@ -21,10 +21,21 @@ class BatchStats:
     history_rows: Mapping[str, int] = field(default_factory=dict)          # cluster -> transitions written
     history_lost: Mapping[str, int] = field(default_factory=dict)          # cluster -> ... not written
 
+    def uncounted(self) -> BatchStats:
+        """This batch without what the counters count: a batch replayed after a restart, whose
+        counts the counters kept in the checkpoint hold already."""
+        return replace(self, input_rows={}, events={}, malformed={}, history_rows={}, history_lost={})
+
+
+# The counters of SelfStats, as the checkpoint keeps them (a restarted app goes on from them):
+# field -> how many parts its key has
+COUNTERS = {"events": 3, "malformed": 2, "input_rows": 1, "history_rows": 1, "history_lost": 1}
+
 
 @dataclass(frozen=True)
 class SelfStats:
-    """The self-metrics, cumulative since the app started."""
+    """The self-metrics: the counters cumulative over the checkpoint's life (COUNTERS), the
+    gauges as of the latest batch."""
     events: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
     malformed: Mapping[tuple[str, str], int] = field(default_factory=dict)
     input_rows: Mapping[str, int] = field(default_factory=dict)
@@ -52,6 +63,27 @@ class SelfStats:
             history_rows=dict(Counter(self.history_rows) + Counter(batch.history_rows)),
             history_lost=dict(Counter(self.history_lost) + Counter(batch.history_lost)),
         )
+
+
+    def counters(self) -> dict[str, list[list[Any]]]:
+        """The counters as JSON-able rows: each key's parts, then its count."""
+        return {name: [[*(k if isinstance(k, tuple) else (k,)), n] for k, n in getattr(self, name).items()]
+                for name in COUNTERS}
+
+    def with_counters(self, doc: Any) -> SelfStats:
+        """These stats with the counters of ``doc`` (as ``counters()`` wrote them); ValueError if
+        it is not that."""
+        if not isinstance(doc, dict):
+            raise ValueError(f"not a map of counters: {type(doc).__name__}")
+        counted: dict[str, dict] = {}
+        for name, parts in COUNTERS.items():
+            rows = doc.get(name, [])
+            if not isinstance(rows, list) or not all(
+                    isinstance(r, list) and len(r) == parts + 1 and all(isinstance(x, str) for x in r[:-1])
+                    and type(r[-1]) is int and r[-1] >= 0 for r in rows):
+                raise ValueError(f"{name}: not rows of {parts} name(s) and a count")
+            counted[name] = {(tuple(r[:-1]) if parts > 1 else r[0]): r[-1] for r in rows}
+        return replace(self, **counted)
 
 
 def _merge_max(a: Mapping[K, int], b: Mapping[K, int]) -> dict[K, int]:

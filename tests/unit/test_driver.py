@@ -80,3 +80,35 @@ def test_a_batch_appends_its_transitions_to_the_history_and_counts_them(tmp_path
     assert [(t.kind, t.old, t.new, t.time_ms) for t in read(written)] == [("controller_change", "1", "2", 2_000)]
     assert value(scrape(holder), "kmon_history_rows_total") == 1
     assert value(scrape(holder), "kmon_history_lost_rows_total") == 0
+
+
+def self_counters(holder: SnapshotHolder) -> dict[str, float]:
+    return {name: value(scrape(holder), name, **labels) for name, labels in (
+        ("kmon_events_total", {"source": "zk", "kind": "controller"}), ("kmon_stream_input_rows_total", {}))}
+
+
+def test_a_restarted_driver_goes_on_from_the_counters_and_does_not_count_a_replayed_batch(tmp_path: Path) -> None:
+    first = SnapshotHolder()
+    driver = ViewDriver(RecordLog(tmp_path), history(tmp_path), first, ViewOptions(), EVENTS_TOPIC)
+    driver.on_batch(1, *batch([controller_row(1, 1, 1)]), started=0.0)
+    driver.on_batch(2, *batch([controller_row(2, 2, 2)]), started=0.0)
+    assert self_counters(first) == {"kmon_events_total": 2, "kmon_stream_input_rows_total": 2}
+    # the app dies after batch 2 reached the record log, before Spark committed it: Spark runs it again
+    again = SnapshotHolder()
+    restarted = ViewDriver(RecordLog(tmp_path), history(tmp_path), again, ViewOptions(), EVENTS_TOPIC)
+    assert self_counters(again) == {"kmon_events_total": 2, "kmon_stream_input_rows_total": 2}
+    restarted.on_batch(2, *batch([controller_row(2, 2, 2)]), started=0.0)
+    assert self_counters(again) == {"kmon_events_total": 2, "kmon_stream_input_rows_total": 2}
+    restarted.on_batch(3, *batch([controller_row(3, 3, 3)]), started=0.0)
+    assert self_counters(again) == {"kmon_events_total": 3, "kmon_stream_input_rows_total": 3}
+
+
+@pytest.mark.parametrize("garbage", [b"{not json", b'{"batch_id": 4, "counters": {"events": [["c1", 5]]}}'])
+def test_unreadable_counters_start_again_from_zero_and_are_said(tmp_path: Path, garbage: bytes,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "counters.json").write_bytes(garbage)
+    holder = SnapshotHolder()
+    driver = ViewDriver(RecordLog(tmp_path), history(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
+    driver.on_batch(1, *batch([controller_row(1, 1, 1)]), started=0.0)
+    assert self_counters(holder) == {"kmon_events_total": 1, "kmon_stream_input_rows_total": 1}
+    assert "start again from 0" in caplog.text
