@@ -1,0 +1,191 @@
+"""The README's main command, run as a user runs it: from the checkout, in a subprocess, exactly
+as the README writes it. It once crashed on every fresh clone for three days while every other
+test passed, because nothing ran it.
+
+One `make run`: read the addresses it prints, see the cluster on /metrics, create a topic, kill
+a broker, SIGKILL the stream app (as the OOM killer would) and see `kmon run` start it again with
+no counter lower, Ctrl-C the process group and find nothing left running. Then the same command
+again in the same checkout: the topic is there, the counters went on, `kmon history` tells it.
+
+The stack goes to a directory of the test's own through KMON_DIR (the `--dir` flag's variable),
+so a developer's own `make run` in this checkout is left alone.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kmon.stack.local import StackState
+from kmon.stack.owner import holder
+from kmon.stack.process import cmdline, pid_alive
+from tests.support import eventually, metrics
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+TOPIC = "front-door"
+CLUSTER = "local"   # kmon run's default --cluster
+
+
+def readme_main_command() -> list[str]:
+    """The first command of the README's "Two commands" block: the one that runs kmon."""
+    block = (ROOT / "README.md").read_text().split("## Two commands", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    first = next(line for line in block.splitlines() if line.strip())
+    return shlex.split(first.split("#", 1)[0])
+
+
+class Run:
+    """One run of the main command in a process group of its own, its output in a file."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], out: Path):
+        self.out = out
+        with open(out, "wb") as sink:
+            self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def said(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def line(self, pattern: str, timeout: float) -> re.Match[str]:
+        """The first match of ``pattern`` in what the run printed, once it has printed it."""
+        deadline = time.monotonic() + timeout
+        while not (found := re.search(pattern, self.said(), re.M)):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                state = "running" if self.proc.poll() is None else f"exited with {self.proc.returncode}"
+                raise AssertionError(f"{pattern!r} not in the output ({state}):\n{self.said()[-4000:]}")
+            time.sleep(0.5)
+        return found
+
+    def stop(self, sig: int, timeout: float = 120) -> None:
+        """``sig`` to the whole process group, as a terminal's Ctrl-C or a service manager does."""
+        os.killpg(self.proc.pid, sig)
+        self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(90)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Iterator[list[Run]]:
+    started: list[Run] = []
+    yield started
+    for run in started:   # even on failure: every process the command started dies with it
+        run.kill()
+
+
+def addresses(run: Run) -> dict[str, str]:
+    """What a user reads off the screen: the exporter, the monitored bootstrap, Prometheus, history."""
+    exporter = run.line(r"kmon exporter\s+http://127\.0\.0\.1:(\d+)/metrics", 300)
+    return {"exporter": exporter.group(1),
+            "bootstrap": run.line(r"^    bootstrap\s+(\S+)", 5).group(1),
+            "prometheus": run.line(r"^  prometheus\s+(http://\S+)", 5).group(1),
+            "history": run.line(r"^  what happened\s+(.+)$", 5).group(1)}
+
+
+def counters(port: str) -> dict[tuple[str, frozenset], float]:
+    return {k: v for k, v in metrics(int(port)).items() if k[0].endswith("_total")}
+
+
+def views_value(port: str, name: str, **labels: str) -> float | None:
+    return metrics(int(port)).get((name, frozenset({"cluster": CLUSTER, **labels}.items())))
+
+
+def none_lower(before: dict, now: dict) -> list[str]:
+    """Counters of ``before`` missing from ``now`` or lower there."""
+    return [f"{k[0]}{dict(k[1])}: {v} -> {now.get(k)}" for k, v in before.items() if now.get(k, -1) < v]
+
+
+def nothing_left(directory: Path, pids: list[tuple[int, str]]) -> None:
+    left = [f"pid {pid}" for pid, marker in pids if pid_alive(pid) and marker in cmdline(pid)]
+    assert not left, f"still running after the stop: {left}"
+    assert holder(directory) is None
+
+
+def stack_pids(directory: Path) -> list[tuple[int, str]]:
+    state = StackState.load(directory)
+    assert state
+    return [(c.pid, c.marker) for c in state.components.values()]
+
+
+def test_the_readme_main_command_runs_twice_in_one_checkout_and_keeps_its_parts_alive(
+        tmp_path: Path, runs: list[Run]) -> None:
+    argv = readme_main_command()
+    assert argv[0] in ("make", "kmon", ".venv/bin/kmon"), argv
+    directory = tmp_path / "stack"
+    env = {**os.environ, "KMON_DIR": str(directory)}
+
+    # ---- the first run
+    first = Run(argv, env, tmp_path / "run-1.log")
+    runs.append(first)
+    at = addresses(first)
+    eventually(lambda: views_value(at["exporter"], "kmon_brokers") == 3, 180, "three brokers on /metrics")
+    admin = AdminClient({"bootstrap.servers": at["bootstrap"]})
+    admin.create_topics([NewTopic(TOPIC, 3, 3)])[TOPIC].result(30)
+    eventually(lambda: views_value(at["exporter"], "kmon_partitions", topic=TOPIC) == 3, 60, "the topic on /metrics")
+
+    state = StackState.load(directory)
+    assert state
+    os.kill(state.components["broker-3"].pid, signal.SIGKILL)
+    eventually(lambda: views_value(at["exporter"], "kmon_isr_shrinks_total", topic=TOPIC, broker="3") == 3, 90,
+               "broker 3 out of the topic's three ISRs")
+    eventually(lambda: views_value(at["exporter"], "kmon_under_replicated_partitions", topic=TOPIC) == 3, 30,
+               "the topic's partitions under-replicated")
+    before = counters(at["exporter"])
+    assert before[("kmon_isr_shrinks_total", frozenset({"cluster": CLUSTER, "topic": TOPIC, "broker": "3"}.items()))]
+
+    stream = state.components["stream"]
+    os.kill(stream.pid, signal.SIGKILL)
+    first.line(rf"stream \(pid {stream.pid}\) was killed by SIGKILL after \d+ s, not asked to stop; "
+               r"starting it again in [\d.]+ s", 30)
+    first.line(r"stream started again \(pid \d+\)", 60)
+    eventually(lambda: views_value(at["exporter"], "kmon_brokers") == 2, 180, "the views back after the restart")
+    assert none_lower(before, counters(at["exporter"])) == []
+
+    pids = stack_pids(directory)
+    first.stop(signal.SIGINT)   # Ctrl-C
+    # GNU make reports a run stopped by a signal as its own failure (2, or the signal itself)
+    # whatever its child returns; kmon's own clean stop is this line, printed before it exits 0
+    assert "stopped everything kmon run started" in first.said(), first.said()[-3000:]
+    assert "Traceback" not in first.said()
+    nothing_left(directory, pids)
+
+    # ---- the same command again, in the same checkout: resumed
+    second = Run(argv, env, tmp_path / "run-2.log")
+    runs.append(second)
+    again = addresses(second)
+    second.line(r"resuming the stack in ", 5)
+    assert again["exporter"] == at["exporter"] and again["prometheus"] == at["prometheus"]   # the same addresses
+    eventually(lambda: views_value(again["exporter"], "kmon_partitions", topic=TOPIC) == 3, 180,
+               "the topic of the first run on /metrics")
+    eventually(lambda: views_value(again["exporter"], "kmon_isr_expands_total", topic=TOPIC, broker="3") == 3, 120,
+               "broker 3, killed in the first run, back in the ISRs")
+    assert none_lower(before, counters(again["exporter"])) == []
+
+    history = subprocess.run([*shlex.split(again["history"]), "--topic", TOPIC, "--json"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+    assert history.returncode == 0, history.stderr
+    kinds = [(row["kind"], row.get("broker")) for row in map(json.loads, history.stdout.splitlines())]
+    assert kinds.count(("isr_shrink", 3)) == 3 and kinds.count(("isr_expand", 3)) == 3, kinds
+
+    pids = stack_pids(directory)
+    started = time.monotonic()
+    second.stop(signal.SIGTERM)   # as a service manager stops it
+    assert "stopped everything kmon run started" in second.said(), second.said()[-3000:]
+    assert "Traceback" not in second.said()
+    nothing_left(directory, pids)
+    assert time.monotonic() - started < 90
