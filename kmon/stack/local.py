@@ -239,6 +239,8 @@ class LocalStack:
             self._start_zookeeper(req.zk_port or _port(again.port_of("zookeeper")), profile)
             if self.state.secure_files:
                 self._add_scram_users(self.state.secure_files)
+            if previous:
+                self._await_earlier_sessions(req.brokers, profile)
             for i in range(req.brokers):
                 name = f"broker-{i + 1}"
                 port = req.first_broker_port + i if req.first_broker_port else _port(again.port_of(name))
@@ -439,6 +441,19 @@ class LocalStack:
                       str(cfg))
         self._spawn(c)
         wait_until(lambda: four_letter(port, "ruok") == "imok", 60, "zookeeper", alive=c.alive)
+
+    def _await_earlier_sessions(self, brokers: int, profile: configs.Profile) -> None:
+        """Brokers killed with their stack (its owner SIGKILLed) stay registered in ZooKeeper until
+        their sessions expire, which ZooKeeper's restart does not end: a broker started before
+        then finds its id taken and exits."""
+        stale = set(self.registered_brokers()) & set(range(1, brokers + 1))
+        if not stale:
+            return
+        limit = 2 * profile.zk_session_timeout_ms / 1000 + 10
+        log.info("brokers %s are still registered by the sessions of the stack's earlier run: waiting for them "
+                 "to expire (up to %.0f s)", ", ".join(map(str, sorted(stale))), limit)
+        wait_until(lambda: not stale & set(self.registered_brokers()), limit,
+                   "the earlier run's broker registrations in ZooKeeper to expire", interval=0.5)
 
     def _write_broker(self, broker_id: int, port: int, profile: configs.Profile, jvm_options: list[str]) -> None:
         assert self.state

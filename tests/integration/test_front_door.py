@@ -5,7 +5,8 @@ test passed, because nothing ran it.
 One `make run`: read the addresses it prints, see the cluster on /metrics, create a topic, kill
 a broker, SIGKILL the stream app (as the OOM killer would) and see `kmon run` start it again with
 no counter lower, Ctrl-C the process group and find nothing left running. Then the same command
-again in the same checkout: the topic is there, the counters went on, `kmon history` tells it.
+again in the same checkout: the topic is there, the counters went on, `kmon history` tells it;
+then `kmon run` itself SIGKILLed, and the command once more: resumed again.
 
 The stack goes to a directory of the test's own through KMON_DIR (the `--dir` flag's variable),
 so a developer's own `make run` in this checkout is left alone.
@@ -182,10 +183,26 @@ def test_the_readme_main_command_runs_twice_in_one_checkout_and_keeps_its_parts_
     kinds = [(row["kind"], row.get("broker")) for row in map(json.loads, history.stdout.splitlines())]
     assert kinds.count(("isr_shrink", 3)) == 3 and kinds.count(("isr_expand", 3)) == 3, kinds
 
+    # ---- kmon run itself SIGKILLed (the OOM killer): its processes die with it, and the next run
+    # waits for the killed brokers' ZooKeeper sessions before starting them again
+    pids = stack_pids(directory)
+    owner = holder(directory)
+    assert owner and owner.command == "kmon run"
+    os.kill(owner.pid, signal.SIGKILL)
+    second.proc.wait(60)
+    eventually(lambda: nothing_left(directory, pids) is None, 30, "every process of the killed run gone")
+    third = Run(argv, env, tmp_path / "run-3.log")
+    runs.append(third)
+    third_at = addresses(third)
+    eventually(lambda: views_value(third_at["exporter"], "kmon_brokers") == 3
+               and views_value(third_at["exporter"], "kmon_partitions", topic=TOPIC) == 3, 180,
+               "the cluster and the topic after a SIGKILLed run")
+    assert none_lower(before, counters(third_at["exporter"])) == []
+
     pids = stack_pids(directory)
     started = time.monotonic()
-    second.stop(signal.SIGTERM)   # as a service manager stops it
-    assert "stopped everything kmon run started" in second.said(), second.said()[-3000:]
-    assert "Traceback" not in second.said()
+    third.stop(signal.SIGTERM)   # as a service manager stops it
+    assert "stopped everything kmon run started" in third.said(), third.said()[-3000:]
+    assert not any("Traceback" in run.said() for run in runs)
     nothing_left(directory, pids)
     assert time.monotonic() - started < 90
