@@ -28,7 +28,7 @@ from bench.harness import TopicReader, check_alive, kmon_argv, local_stack, proc
 from bench.measure import cpu_seconds, metric_count, metric_sum, rss_mb, tree_cpu_seconds, tree_rss_mb, wait
 from kmon.events import entity_key
 from kmon.stack.process import free_port
-from kmon.stack.toolchain import Toolchain
+from kmon.toolchain import Toolchain
 
 CLUSTER = "bench"
 TOPIC, PARTITIONS, MESSAGES = "bench-orders", 12, 12_000

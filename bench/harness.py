@@ -10,10 +10,11 @@ from typing import Iterator
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from kmon.events import Event, decode
+from kmon.codec import decode
+from kmon.events import Event
 from kmon.stack.local import LocalStack, StackRequest
 from kmon.stack.process import Spawned, pid_alive, spawn, stop
-from kmon.stack.toolchain import find_toolchain
+from kmon.toolchain import find_toolchain
 
 
 @contextlib.contextmanager

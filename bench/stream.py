@@ -17,7 +17,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.harness import TopicReader, local_stack
 from bench.measure import command, descendants, percentile, rss_mb, wait
 from bench.synthetic import Shape, Zxids, broker_failure, healthy
-from kmon.events import Event, PartitionState, ZnodeMeta, decode, encode, entity_key
+from kmon.codec import decode, encode
+from kmon.events import Event, PartitionState, ZnodeMeta, entity_key
 from streaming.app import StreamApp, StreamConfig
 from streaming.entity_step import fold
 from streaming.gc_tuning import collect_less_often
@@ -128,7 +129,7 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
 def _storm(app: StreamApp, boot: str, shape: Shape, zxid: Zxids, broker: int, driver_s: dict[str, list[float]],
            progress: Callable[[str], None]) -> tuple[float, int]:
     """One broker failure (healing the one before) produced while the app runs: seconds from
-    the first event produced to the last one in a published snapshot, and its events."""
+    the first event produced to the last one in a published exposition, and its events."""
     before, last_batch = _rows(app), _last_batch(app)
     # encoded before the clock starts: a collector encodes in its own process, and here that
     # would take the GIL from the driver's views thread, which runs in this one
@@ -147,7 +148,7 @@ def _paced_storm(app: StreamApp, boot: str, shape: Shape, zxid: Zxids, broker: i
                  progress: Callable[[str], None]) -> tuple[float, int]:
     """One broker failure produced as the ZooKeeper collector would send it, at
     COLLECTOR_READS_PER_S: seconds from its last event produced to that event in a published
-    snapshot (how far the views trail the collector), and the micro-batches it took."""
+    exposition (how far the views trail the collector), and the micro-batches it took."""
     before, last_batch = _rows(app), _last_batch(app)
     storm = list(_encoded(broker_failure(shape, zxid, broker=broker)))
     p = Producer({"bootstrap.servers": boot, "linger.ms": 5})
@@ -290,7 +291,7 @@ def _batch_phases(app: StreamApp, rows: int, driver_s: dict[str, list[float]], a
 
 
 def _delays(app: StreamApp, boot: str, samples: int, zxid: Zxids) -> tuple[list[float], list[float], int]:
-    """One ISR flip at a time: produce, wait until the published snapshot has it (polled every
+    """One ISR flip at a time: produce, wait until the published exposition has it (polled every
     50 ms), then scrape /metrics once. Returns both delays, the scrape times and the last
     scrape's size."""
     p = Producer({"bootstrap.servers": boot, "linger.ms": 0})

@@ -35,7 +35,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from collectors.client_logs import LibrdkafkaLog
 from collectors.telemetry import Telemetry
-from kmon.events import EVENTS_TOPIC, Event, encode
+from kmon.codec import encode
+from kmon.events import EVENTS_TOPIC, Event
 from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability
 
 log = logging.getLogger("kmon.collector.publisher")

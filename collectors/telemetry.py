@@ -1,6 +1,6 @@
 """A collector's own metrics and health, served over HTTP (``/metrics``, ``/healthz``).
 
-Metric names come from :mod:`kmon.metrics` (``view="collector"``) and nothing else, so
+Metric names come from :mod:`kmon.metrics` (``family="collector"``) and nothing else, so
 dashboards and alerts can rely on them; every series carries the ``cluster`` label.
 All state lives in a :class:`Telemetry` object handed to the parts that report to it.
 """
@@ -28,7 +28,7 @@ class Telemetry:
         self.cluster = cluster
         self.registry = CollectorRegistry()
         self._metrics = {spec.name: _TYPES[spec.type](spec.name, spec.help, spec.all_labels, registry=self.registry)
-                         for spec in CATALOG if spec.view == "collector"}
+                         for spec in CATALOG if spec.family == "collector"}
         self._checks: list[HealthCheck] = []
         self._server: ThreadingHTTPServer | None = None
 

@@ -12,13 +12,14 @@ import time
 from pathlib import Path
 
 from kmon import config, logs
-from kmon.monitor import MonitorOptions, history_dir, start_monitor
+from kmon.monitor import MonitorOptions, checkpoint_dir, start_monitor
 from kmon.signals import stop_on_signals
 from kmon.stack.keeper import Keeper
 from kmon.stack.local import LocalStack, StackError, StackRequest, StackState
 from kmon.stack.owner import holder
 from kmon.stack.process import pid_alive
-from kmon.stack.toolchain import MissingTool, find_toolchain
+from kmon.toolchain import MissingTool, find_toolchain
+from streaming.paths import history_dir
 
 log = logging.getLogger("kmon")
 
@@ -167,7 +168,7 @@ def describe(state: StackState) -> str:
     for source, port in state.collector_ports.items():
         lines.append(f"  {'collector ' + source:<18} http://127.0.0.1:{port}/metrics")
     if "stream" in state.components:
-        lines.append(f"  {'what happened':<18} {_kmon_command()} history --dir {_shown(history_dir(state.dir))}")
+        lines.append(f"  {'what happened':<18} {_kmon_command()} history --dir {_shown(history_dir(checkpoint_dir(state.dir)))}")
     return "\n".join(lines)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 # kind -> what one row of it says. "old"/"new" hold the values before and after.
-KINDS: dict[str, str] = {
+TRANSITION_KINDS: dict[str, str] = {
     "isr_shrink": "a broker left a partition's ISR (old/new: the ISR)",
     "isr_expand": "a broker joined a partition's ISR (old/new: the ISR)",
     "leader_election": "a partition got a new leader from its ISR (old/new: the leader, epoch: leader epoch)",
@@ -44,7 +44,7 @@ class Transition(NamedTuple):
     partitions, and turns rows into columns in one step (streaming/history_log.py)."""
     time_ms: int                 # when a collector observed it (ms since the epoch)
     cluster: str
-    kind: str                    # one of KINDS
+    kind: str                    # one of TRANSITION_KINDS
     entity: str                  # the event entity it was seen on, e.g. partition:orders:3
     topic: str | None = None
     partition: int | None = None

@@ -18,111 +18,111 @@ class MetricSpec:
     type: MetricType
     labels: tuple[str, ...]  # besides "cluster", which every series carries
     help: str
-    view: str  # which view (or process) computes it
+    family: str  # the view family that computes it (streaming/views/<family>.py), or "collector"
 
     @property
     def all_labels(self) -> tuple[str, ...]:
         return ("cluster",) + self.labels
 
 
-def _m(name: str, type_: MetricType, labels: tuple[str, ...], view: str, help_: str) -> MetricSpec:
-    return MetricSpec(PREFIX + name, type_, labels, help_, view)
+def _m(name: str, type_: MetricType, labels: tuple[str, ...], help_: str, family: str) -> MetricSpec:
+    return MetricSpec(PREFIX + name, type_, labels, help_, family)
 
 
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead",
                 "Assigning", "Reconciling")
 
 CATALOG: tuple[MetricSpec, ...] = (
-    # controller view
-    _m("controller_id", "gauge", (), "controller", "Broker id of the active controller, -1 if none."),
-    _m("controller_epoch", "gauge", (), "controller", "Value of /controller_epoch."),
-    _m("active_controller_count", "gauge", (), "controller", "1 if a controller is registered, else 0."),
-    _m("controller_changes_total", "counter", (), "controller",
-       "Observed changes of the active controller, including to none."),
-    # brokers view
-    _m("brokers", "gauge", (), "brokers", "Registered (alive) brokers."),
-    _m("broker_up", "gauge", ("broker",), "brokers",
-       "1 if registered, 0 if it holds replicas but is not registered."),
-    _m("broker_info", "gauge", ("broker", "host", "port", "rack"), "brokers",
-       "Broker registration details (value is always 1)."),
-    # ISR view
-    _m("partitions", "gauge", ("topic",), "isr", "Partitions of the topic."),
-    _m("under_replicated_partitions", "gauge", ("topic",), "isr",
-       "Partitions whose ISR is smaller than the assigned replicas."),
-    _m("under_min_isr_partitions", "gauge", ("topic",), "isr",
-       "Partitions whose ISR is below min(min.insync.replicas, replication factor)."),
-    _m("at_min_isr_partitions", "gauge", ("topic",), "isr",
-       "Partitions whose ISR equals min(min.insync.replicas, replication factor)."),
-    _m("offline_partitions", "gauge", ("topic",), "isr", "Partitions without a live leader."),
-    _m("isr_shrinks_total", "counter", ("topic", "broker"), "isr", "A broker left a partition's ISR."),
-    _m("isr_expands_total", "counter", ("topic", "broker"), "isr", "A broker joined a partition's ISR."),
-    _m("leader_elections_total", "counter", ("topic",), "isr", "Partition leader changes."),
-    _m("unclean_leader_elections_total", "counter", ("topic",), "isr",
-       "Leader changes to a replica that was not in the previous ISR."),
-    _m("partition_isr_size", "gauge", ("topic", "partition"), "isr",
-       "ISR size of a partition (only partitions that are not fully healthy, by default)."),
-    _m("partition_replicas", "gauge", ("topic", "partition"), "isr",
-       "Assigned replicas of a partition (same selection as kmon_partition_isr_size)."),
-    _m("partition_leader", "gauge", ("topic", "partition"), "isr",
-       "Leader broker id of a partition, -1 if none (same selection as kmon_partition_isr_size)."),
-    # leader balance view
-    _m("broker_leader_partitions", "gauge", ("broker",), "balance", "Partitions this broker leads."),
-    _m("broker_preferred_leader_partitions", "gauge", ("broker",), "balance",
-       "Partitions whose first assigned replica is this broker."),
-    _m("broker_leader_imbalance_ratio", "gauge", ("broker",), "balance",
-       "Of the partitions this broker should lead, the share led by another (Kafka's auto-rebalance ratio)."),
-    _m("preferred_replica_imbalance", "gauge", (), "balance",
-       "Partitions whose leader is not the first assigned replica (Kafka's rule, incl. its reassignment exception)."),
-    _m("broker_replica_partitions", "gauge", ("broker",), "balance", "Replicas hosted per broker."),
-    _m("reassigning_partitions", "gauge", (), "balance", "Partitions under reassignment."),
-    # consumer groups view
-    _m("consumer_group_state", "gauge", ("group", "state"), "groups",
-       "1 for the group's current state, 0 for the others."),
-    _m("consumer_group_members", "gauge", ("group",), "groups", "Members of the group."),
-    _m("consumer_group_generation", "gauge", ("group",), "groups", "Generation (epoch) of the group."),
-    _m("consumer_group_rebalances_total", "counter", ("group",), "groups",
-       "Completed rebalances (generation steps, none missed between polls)."),
-    _m("consumer_group_state_seconds", "gauge", ("group",), "groups", "Seconds in the current state."),
-    _m("consumer_group_lag", "gauge", ("group", "topic"), "groups", "Messages behind the end offsets."),
-    _m("consumer_group_lag_seconds", "gauge", ("group", "topic"), "groups",
-       "Time behind, estimated from (end offset, time) samples."),
+    # controller family
+    _m("controller_id", "gauge", (), "Broker id of the active controller, -1 if none.", "controller"),
+    _m("controller_epoch", "gauge", (), "Value of /controller_epoch.", "controller"),
+    _m("active_controller_count", "gauge", (), "1 if a controller is registered, else 0.", "controller"),
+    _m("controller_changes_total", "counter", (),
+       "Observed changes of the active controller, including to none.", "controller"),
+    # brokers family
+    _m("brokers", "gauge", (), "Registered (alive) brokers.", "brokers"),
+    _m("broker_up", "gauge", ("broker",),
+       "1 if registered, 0 if it holds replicas but is not registered.", "brokers"),
+    _m("broker_info", "gauge", ("broker", "host", "port", "rack"),
+       "Broker registration details (value is always 1).", "brokers"),
+    # ISR family
+    _m("partitions", "gauge", ("topic",), "Partitions of the topic.", "isr"),
+    _m("under_replicated_partitions", "gauge", ("topic",),
+       "Partitions whose ISR is smaller than the assigned replicas.", "isr"),
+    _m("under_min_isr_partitions", "gauge", ("topic",),
+       "Partitions whose ISR is below min(min.insync.replicas, replication factor).", "isr"),
+    _m("at_min_isr_partitions", "gauge", ("topic",),
+       "Partitions whose ISR equals min(min.insync.replicas, replication factor).", "isr"),
+    _m("offline_partitions", "gauge", ("topic",), "Partitions without a live leader.", "isr"),
+    _m("isr_shrinks_total", "counter", ("topic", "broker"), "A broker left a partition's ISR.", "isr"),
+    _m("isr_expands_total", "counter", ("topic", "broker"), "A broker joined a partition's ISR.", "isr"),
+    _m("leader_elections_total", "counter", ("topic",), "Partition leader changes.", "isr"),
+    _m("unclean_leader_elections_total", "counter", ("topic",),
+       "Leader changes to a replica that was not in the previous ISR.", "isr"),
+    _m("partition_isr_size", "gauge", ("topic", "partition"),
+       "ISR size of a partition (only partitions that are not fully healthy, by default).", "isr"),
+    _m("partition_replicas", "gauge", ("topic", "partition"),
+       "Assigned replicas of a partition (same selection as kmon_partition_isr_size).", "isr"),
+    _m("partition_leader", "gauge", ("topic", "partition"),
+       "Leader broker id of a partition, -1 if none (same selection as kmon_partition_isr_size).", "isr"),
+    # leader balance family
+    _m("broker_leader_partitions", "gauge", ("broker",), "Partitions this broker leads.", "balance"),
+    _m("broker_preferred_leader_partitions", "gauge", ("broker",),
+       "Partitions whose first assigned replica is this broker.", "balance"),
+    _m("broker_leader_imbalance_ratio", "gauge", ("broker",),
+       "Of the partitions this broker should lead, the share led by another (Kafka's auto-rebalance ratio).", "balance"),
+    _m("preferred_replica_imbalance", "gauge", (),
+       "Partitions whose leader is not the first assigned replica (Kafka's rule, incl. its reassignment exception).", "balance"),
+    _m("broker_replica_partitions", "gauge", ("broker",), "Replicas hosted per broker.", "balance"),
+    _m("reassigning_partitions", "gauge", (), "Partitions under reassignment.", "balance"),
+    # consumer groups family
+    _m("consumer_group_state", "gauge", ("group", "state"),
+       "1 for the group's current state, 0 for the others.", "groups"),
+    _m("consumer_group_members", "gauge", ("group",), "Members of the group.", "groups"),
+    _m("consumer_group_generation", "gauge", ("group",), "Generation (epoch) of the group.", "groups"),
+    _m("consumer_group_rebalances_total", "counter", ("group",),
+       "Completed rebalances (generation steps, none missed between polls).", "groups"),
+    _m("consumer_group_state_seconds", "gauge", ("group",), "Seconds in the current state.", "groups"),
+    _m("consumer_group_lag", "gauge", ("group", "topic"), "Messages behind the end offsets.", "groups"),
+    _m("consumer_group_lag_seconds", "gauge", ("group", "topic"),
+       "Time behind, estimated from (end offset, time) samples.", "groups"),
     # the monitor itself (streaming app)
-    _m("events_total", "counter", ("source", "kind"), "self", "Events applied to the views."),
-    _m("malformed_total", "counter", ("source",), "self", "Events that could not be parsed or applied."),
-    _m("last_event_timestamp_seconds", "gauge", ("source",), "self",
-       "Observation time of the newest event applied, per source."),
-    _m("event_delay_seconds", "gauge", (), "self",
-       "Delay from a change being observed by a collector to the view being exported (latest batch)."),
-    _m("stream_batch_duration_seconds", "gauge", (), "self", "Duration of the latest micro-batch."),
-    _m("stream_input_rows_total", "counter", (), "self", "Rows read from the events topic."),
-    _m("stream_state_rows", "gauge", (), "self", "Entities held in the view state."),
-    _m("history_rows_total", "counter", (), "self", "Transitions written to the history (kmon history)."),
-    _m("history_lost_rows_total", "counter", (), "self",
-       "Transitions that could not be written to the history (logged with the file)."),
-    _m("view_errors_total", "counter", ("family",), "self",
-       "Builds (one per micro-batch that changed its cluster) where this view family failed: its metrics are left out until it builds again, the others served (logged)."),
+    _m("events_total", "counter", ("source", "kind"), "Events applied to the views.", "self"),
+    _m("malformed_total", "counter", ("source",), "Events that could not be parsed or applied.", "self"),
+    _m("last_event_timestamp_seconds", "gauge", ("source",),
+       "Observation time of the newest event applied, per source.", "self"),
+    _m("event_delay_seconds", "gauge", (),
+       "Delay from a change being observed by a collector to the view being exported (latest batch).", "self"),
+    _m("stream_batch_duration_seconds", "gauge", (), "Duration of the latest micro-batch.", "self"),
+    _m("stream_input_rows_total", "counter", (), "Rows read from the events topic.", "self"),
+    _m("stream_state_rows", "gauge", (), "Entities held in the view state.", "self"),
+    _m("history_rows_total", "counter", (), "Transitions written to the history (kmon history).", "self"),
+    _m("history_lost_rows_total", "counter", (),
+       "Transitions that could not be written to the history (logged with the file).", "self"),
+    _m("view_errors_total", "counter", ("family",),
+       "Builds (one per micro-batch that changed its cluster) where this view family failed: its metrics are left out until it builds again, the others served (logged).", "self"),
     # the collectors' own /metrics
-    _m("collector_events_total", "counter", ("source", "kind"), "collector", "Events emitted."),
-    _m("collector_malformed_total", "counter", ("source", "kind"), "collector",
-       "Znodes or records that could not be parsed (logged with their path or offset)."),
-    _m("collector_resyncs_total", "counter", ("source",), "collector",
-       "Snapshots (full re-reads) completed: at start and after every reconnect or session expiry."),
-    _m("collector_zk_reads_total", "counter", (), "collector", "ZooKeeper reads (get/get_children/exists)."),
-    _m("collector_watches", "gauge", (), "collector", "ZooKeeper watches currently held."),
-    _m("collector_zk_connected", "gauge", (), "collector", "1 while the ZooKeeper session is connected."),
-    _m("collector_admin_calls_total", "counter", ("call",), "collector", "Kafka Admin API calls made."),
-    _m("collector_poll_duration_seconds", "gauge", (), "collector", "Duration of the latest group poll cycle."),
-    _m("collector_end_offsets_unknown", "gauge", (), "collector",
-       "Partitions with committed offsets whose end offset the latest poll could not read (their lag is left out; logged)."),
-    _m("collector_producer_errors_total", "counter", (), "collector", "Events the producer failed to deliver (retried)."),
-    _m("collector_buffered_events", "gauge", (), "collector", "Events waiting for the events cluster."),
-    _m("collector_dropped_events_total", "counter", (), "collector",
-       "Events dropped because the bounded buffer was full (a resync follows)."),
-    _m("collector_last_event_timestamp_seconds", "gauge", ("source",), "collector",
-       "When the newest event was emitted."),
-    _m("collector_events_on_monitored_cluster", "gauge", (), "collector",
+    _m("collector_events_total", "counter", ("source", "kind"), "Events emitted.", "collector"),
+    _m("collector_malformed_total", "counter", ("source", "kind"),
+       "Znodes or records that could not be parsed (logged with their path or offset).", "collector"),
+    _m("collector_resyncs_total", "counter", ("source",),
+       "Snapshots (full re-reads) completed: at start and after every reconnect or session expiry.", "collector"),
+    _m("collector_zk_reads_total", "counter", (), "ZooKeeper reads (get/get_children/exists).", "collector"),
+    _m("collector_watches", "gauge", (), "ZooKeeper watches currently held.", "collector"),
+    _m("collector_zk_connected", "gauge", (), "1 while the ZooKeeper session is connected.", "collector"),
+    _m("collector_admin_calls_total", "counter", ("call",), "Kafka Admin API calls made.", "collector"),
+    _m("collector_poll_duration_seconds", "gauge", (), "Duration of the latest group poll cycle.", "collector"),
+    _m("collector_end_offsets_unknown", "gauge", (),
+       "Partitions with committed offsets whose end offset the latest poll could not read (their lag is left out; logged).", "collector"),
+    _m("collector_producer_errors_total", "counter", (), "Events the producer failed to deliver (retried).", "collector"),
+    _m("collector_buffered_events", "gauge", (), "Events waiting for the events cluster.", "collector"),
+    _m("collector_dropped_events_total", "counter", (),
+       "Events dropped because the bounded buffer was full (a resync follows).", "collector"),
+    _m("collector_last_event_timestamp_seconds", "gauge", ("source",),
+       "When the newest event was emitted.", "collector"),
+    _m("collector_events_on_monitored_cluster", "gauge", (),
        "1 when the events cluster is the monitored cluster itself (same cluster id), so kmon's events wait "
-       "for that cluster's failovers; 0 when it is another cluster or not known yet."),
+       "for that cluster's failovers; 0 when it is another cluster or not known yet.", "collector"),
 )
 
 BY_NAME: dict[str, MetricSpec] = {m.name: m for m in CATALOG}
@@ -142,7 +142,7 @@ def known_series_names() -> frozenset[str]:
 def markdown_table() -> str:
     """The README's metric reference (`python -m kmon.metrics` prints it; a test compares)."""
     rows = ["| metric | type | labels (besides cluster) | view | meaning |", "|---|---|---|---|---|"]
-    rows += [f"| `{m.name}` | {m.type} | {', '.join(m.labels) or '—'} | {m.view} | {m.help} |" for m in CATALOG]
+    rows += [f"| `{m.name}` | {m.type} | {', '.join(m.labels) or '—'} | {m.family} | {m.help} |" for m in CATALOG]
     return "\n".join(rows)
 
 

@@ -24,9 +24,9 @@ class MonitorOptions:
     spark_master: str = "local[2]"
 
 
-def history_dir(stack_dir: Path) -> Path:
-    """Where the stream app on a local stack writes its transition history."""
-    return stack_dir / "checkpoint" / "history"
+def checkpoint_dir(stack_dir: Path) -> Path:
+    """The checkpoint of the stream app on a local stack (its history is beside its state there)."""
+    return stack_dir / "checkpoint"
 
 
 def _kmon(*args: str) -> list[str]:
@@ -61,7 +61,7 @@ def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
         port = s.stream_port
         stack.add_service("stream", _kmon(
             "stream", "--bootstrap-servers", s.events_bootstrap_servers, "--events-topic", opts.events_topic,
-            "--checkpoint", f"{stack.dir}/checkpoint", "--history-dir", str(history_dir(stack.dir)),
+            "--checkpoint", str(checkpoint_dir(stack.dir)),
             "--metrics-host", "127.0.0.1",
             "--metrics-port", str(port), "--master", opts.spark_master,
             *(() if opts.trigger_seconds is None else ("--trigger-interval", str(opts.trigger_seconds)))),

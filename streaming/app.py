@@ -20,16 +20,18 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from py4j.protocol import Py4JError
 
 from kmon import http
-from kmon.config import state_dir
-from kmon.events import EVENTS_TOPIC, parse_json
+from kmon.codec import parse_json
+from kmon.events import EVENTS_TOPIC
 from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_probing, tcp_probe, watch
 from streaming import entity_step, pydaemon
 from streaming.driver import ViewDriver
 from streaming.exporter import serve_metrics
 from streaming.gc_tuning import FrozenAfterUse, collect_less_often
 from streaming.history_log import HistoryLog, from_ipc, writer_id
+from streaming.paths import default_checkpoint, history_dir
+from streaming.published import LatestPublished
 from streaming.record_log import RecordLog
-from streaming.snapshot import SnapshotHolder
+from streaming.records import RecordJson
 from streaming.stall import BatchClock
 from streaming.view_thread import ViewThread
 from streaming.views import ViewOptions
@@ -45,7 +47,7 @@ SIGNAL_GRACE_S = 2.0   # how long a failed query waits for the signal that may h
 class StreamConfig:
     bootstrap_servers: str
     events_topic: str = EVENTS_TOPIC
-    checkpoint: Path = field(default_factory=lambda: state_dir() / "checkpoint")
+    checkpoint: Path = field(default_factory=default_checkpoint)
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 9308
     master: str | None = "local[*]"   # None: keep the master spark-submit set
@@ -73,7 +75,7 @@ class StreamApp:
 
     def __init__(self, cfg: StreamConfig):
         self.cfg = cfg
-        self.holder = SnapshotHolder()
+        self.holder = LatestPublished()
         self._spark = None
         self._query = None
         self._server = None
@@ -85,7 +87,8 @@ class StreamApp:
     def start(self) -> None:
         cfg = self.cfg
         collect_less_often()
-        history = HistoryLog(history_dir(cfg), writer_id(cfg.checkpoint), cfg.history_retention_days)
+        history = HistoryLog(history_dir(cfg.checkpoint, cfg.history_dir), writer_id(cfg.checkpoint),
+                             cfg.history_retention_days)
         self.driver = ViewDriver(RecordLog(cfg.checkpoint / "kmon-views"), history, self.holder, cfg.views,
                                  cfg.events_topic)
         self._views = ViewThread(self.driver, around=FrozenAfterUse().paused)
@@ -143,11 +146,11 @@ class StreamApp:
         log.info("stream stopped")
 
 
-    def on_batch(self, batch_id: int, texts: Mapping[str, str | None], summaries: Iterable[Mapping[str, Any]],
+    def on_batch(self, batch_id: int, stored: Mapping[str, RecordJson | None], summaries: Iterable[Mapping[str, Any]],
                  started: float, history: Iterable[pa.Table]) -> None:
         """The sink's part: the batch persisted before Spark commits it, the views left to their thread."""
         assert self.driver is not None and self._views is not None
-        self._views.submit(self.driver.persist(batch_id, texts, summaries, started, history))
+        self._views.submit(self.driver.persist(batch_id, stored, summaries, started, history))
         self._finished += 1
 
     def batch_running_for(self, counting: bool = True) -> float:
@@ -172,10 +175,6 @@ class StreamApp:
             http.stop(self._server)
         logging.shutdown()
         os._exit(code)
-
-
-def history_dir(cfg: StreamConfig) -> Path:
-    return cfg.history_dir if cfg.history_dir is not None else cfg.checkpoint / "history"
 
 
 def _session(cfg: StreamConfig):
@@ -284,10 +283,10 @@ def _query(spark, cfg: StreamConfig, on_batch: Callable[..., None]):
         started = time.time()
         # as Arrow columns: collect() made a Row per changed key, a second of the driver per 100k
         out = batch_df.toArrow()
-        texts = dict(zip(out.column("key").to_pylist(), out.column("record").to_pylist()))
+        stored = dict(zip(out.column("key").to_pylist(), out.column("record").to_pylist()))
         summaries = [parse_json(s) for s in out.column("summary").to_pylist() if s is not None]
         history = [from_ipc(data) for data in out.column("history").to_pylist() if data is not None]
-        on_batch(batch_id, texts, summaries, started, history)
+        on_batch(batch_id, stored, summaries, started, history)
 
     # "spark-buckets": state per bucket (a checkpoint of the per-key layout of earlier kmon
     # versions, in "spark", is not read; the events topic is replayed into the new layout)

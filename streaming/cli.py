@@ -10,7 +10,7 @@ from typing import get_args
 from kmon import config, logs
 from kmon.client_config import ClientConfigError, KafkaClientProperties
 from kmon.signals import stop_on_signals
-from kmon.stack.toolchain import find_toolchain
+from kmon.toolchain import find_toolchain
 from streaming.app import StreamApp, StreamConfig, run_until
 from streaming.views import ViewOptions
 from streaming.views.cluster import Detail

@@ -1,6 +1,6 @@
 """The driver side of each micro-batch: persist its changed records and append its
-transitions to the history; then bring the views up to date and publish a snapshot for
-scrapes.
+transitions to the history; then bring the views up to date and publish them for scrapes
+(streaming.published).
 
 No Spark here: it takes the batch's output columns as Python values, so it is tested without a
 cluster.
@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from streaming.history_log import HistoryLog
+from streaming.published import LatestPublished, Published
 from streaming.record_log import RecordLog
-from streaming.records import UNKNOWN_SOURCE, record_from_json
-from streaming.snapshot import Snapshot, SnapshotHolder
+from streaming.records import UNKNOWN_SOURCE, RecordJson, record_from_json
 from streaming.stats import BatchStats, SelfStats
 from streaming.views import ViewOptions, Views
 
@@ -30,17 +30,17 @@ log = logging.getLogger("kmon.stream")
 class Persisted:
     """A micro-batch in the record log and the history, not yet in the views."""
     batch_id: int
-    texts: Mapping[str, str | None]   # message key -> changed record as stored (None: gone)
-    stats: BatchStats                 # but for its duration, finish and state rows: known once presented
-    started: float                    # when its sink began (the clock's seconds)
+    stored: Mapping[str, RecordJson | None]   # message key -> changed record (None: gone)
+    stats: BatchStats                         # but for its duration, finish and state rows: known once presented
+    started: float                            # when its sink began (the clock's seconds)
 
 
 class ViewDriver:
     """A micro-batch's driver side in two halves: persist() the records, then present() them
-    in the views and publish a snapshot; on_batch() does both in turn, the app runs the second
+    in the views and publish them; on_batch() does both in turn, the app runs the second
     on its own thread (streaming.view_thread)."""
 
-    def __init__(self, record_log: RecordLog, history: HistoryLog, holder: SnapshotHolder, options: ViewOptions,
+    def __init__(self, record_log: RecordLog, history: HistoryLog, holder: LatestPublished, options: ViewOptions,
                  events_topic: str, clock: Callable[[], float] = time.time):
         self._log = record_log
         self._history = history
@@ -49,9 +49,9 @@ class ViewDriver:
         self._topic = events_topic   # names where a malformed event is, in the log
         self._clock = clock
         loaded = record_log.load()
-        # every record as stored (record_to_json), by message key: what the record log's next full
-        # file holds; the views hold the records themselves
-        self._texts: dict[str, str] = loaded.texts
+        # every record as stored, by message key: what the record log's next full file holds; the
+        # views hold the records themselves
+        self._stored: dict[str, RecordJson] = loaded.stored
         self._views.apply(loaded.records)
         # the counters go on from the checkpoint's (a restart must not make them go lower: rate()
         # would read a reset); a batch at or before the one they count is a replay, not counted again
@@ -59,20 +59,20 @@ class ViewDriver:
         dropped = Counter({(cluster, UNKNOWN_SOURCE): n for cluster, n in loaded.dropped.items()})
         self._counted = replace(counted, malformed=dict(Counter(counted.malformed) + dropped))
         self._stats = replace(self._counted, state_rows=self._state_rows())
-        if self._texts:
-            log.info("restored %d entity records from %s", len(self._texts), record_log.dir)
+        if self._stored:
+            log.info("restored %d entity records from %s", len(self._stored), record_log.dir)
         self._publish()
 
-    def on_batch(self, batch_id: int, texts: Mapping[str, str | None], summaries: Iterable[Mapping[str, Any]],
+    def on_batch(self, batch_id: int, stored: Mapping[str, RecordJson | None], summaries: Iterable[Mapping[str, Any]],
                  started: float, history: Iterable[pa.Table] = ()) -> None:
         """Persist a batch, then bring the views up to date with it (both halves in turn)."""
-        self.present([self.persist(batch_id, texts, summaries, started, history)])
+        self.present([self.persist(batch_id, stored, summaries, started, history)])
 
-    def persist(self, batch_id: int, texts: Mapping[str, str | None], summaries: Iterable[Mapping[str, Any]],
+    def persist(self, batch_id: int, stored: Mapping[str, RecordJson | None], summaries: Iterable[Mapping[str, Any]],
                 started: float, history: Iterable[pa.Table] = ()) -> Persisted:
         """The half a micro-batch must finish before Spark commits it: its changed records into
         the record log and its transitions into the history; returns what the views have yet to
-        take. ``texts``: each changed record by message key, as the executor serialised it
+        take. ``stored``: each changed record by message key, as the executor serialised it
         (None: gone); ``summaries``: entity_step.summarise() of each bucket; ``history``: the
         batch's transitions (streaming.history_log.table)."""
         events: Counter[tuple[str, str, str]] = Counter()
@@ -95,12 +95,12 @@ class ViewDriver:
                 self._log_problem(row)
                 if row["dropped_state"] is not None:   # a stored record that no longer decodes
                     malformed[(row["cluster"], UNKNOWN_SOURCE)] += 1
-        for key, text in texts.items():
-            if text is None:
-                self._texts.pop(key, None)
+        for key, record_json in stored.items():
+            if record_json is None:
+                self._stored.pop(key, None)
             else:
-                self._texts[key] = text
-        self._log.append(batch_id, texts, self._texts)
+                self._stored[key] = record_json
+        self._log.append(batch_id, stored, self._stored)
         written = self._history.append(batch_id, history)
         stats = BatchStats(duration_s=0.0, finished_ms=0, input_rows=dict(input_rows), events=dict(events),
                            malformed=dict(malformed), newest_observed_ms=newest, history_rows=written.rows,
@@ -111,7 +111,7 @@ class ViewDriver:
             self._counted = self._counted.add(stats)
             self._counted_through = batch_id
             self._log.save_counters(batch_id, self._counted.counters())
-        return Persisted(batch_id, texts, stats, started)
+        return Persisted(batch_id, stored, stats, started)
 
     def _load_counters(self) -> tuple[int, SelfStats]:
         saved = self._log.load_counters()
@@ -136,13 +136,14 @@ class ViewDriver:
 
     def present(self, batches: Sequence[Persisted]) -> None:
         """The views' half, for one or more persisted batches in their order: each changed
-        record is parsed once (its latest text), each touched topic rendered once, then a
-        snapshot is published with every batch's statistics."""
-        latest: dict[str, str | None] = {}
+        record is parsed once (as last stored), each touched topic rendered once, then the
+        exposition is published with every batch's statistics."""
+        latest: dict[str, RecordJson | None] = {}
         for batch in batches:
-            latest.update(batch.texts)
-        # the executors wrote these texts of the records they folded and checked
-        changed = {key: None if text is None else record_from_json(text, trusted=True) for key, text in latest.items()}
+            latest.update(batch.stored)
+        # the executors wrote these from the records they folded and checked
+        changed = {key: None if record_json is None else record_from_json(record_json, trusted=True)
+                   for key, record_json in latest.items()}
         self._views.apply(changed)
         self._views.refresh()   # before the clock stops: the delay measured is to the rendered view
         finished, state_rows = self._clock(), self._state_rows()
@@ -152,10 +153,10 @@ class ViewDriver:
         self._publish()
         if changed:
             log.debug("batches %s: %d entities changed, %d held", ",".join(str(b.batch_id) for b in batches),
-                      len(changed), len(self._texts))
+                      len(changed), len(self._stored))
 
     def _publish(self) -> None:
-        self._holder.set(Snapshot(self._views.exposition(self._stats), self._stats))
+        self._holder.set(Published(self._views.exposition(self._stats), self._stats))
 
     def _state_rows(self) -> dict[str, int]:
         return self._views.record_counts()

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from kmon.events import MalformedEvent, decode, parse_json, to_json
+from kmon.codec import decode, parse_json, to_json
+from kmon.events import MalformedEvent
 from kmon.history import Transition
 from streaming.history import transitions
 from streaming.history_log import table, to_ipc

@@ -10,11 +10,11 @@ from http.server import ThreadingHTTPServer
 from typing import Callable
 
 from kmon import http
-from streaming.snapshot import SnapshotHolder
+from streaming.published import LatestPublished
 from streaming.views.exposition import CONTENT_TYPE
 
 
-def serve_metrics(host: str, port: int, holder: SnapshotHolder,
+def serve_metrics(host: str, port: int, holder: LatestPublished,
                   clock: Callable[[], float] = time.time) -> ThreadingHTTPServer:
     """Serve /metrics (stop with kmon.http.stop)."""
     def metrics() -> tuple[int, str, bytes]:

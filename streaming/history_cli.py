@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Iterable, TextIO
 
 from kmon import config
-from kmon.history import KINDS, Transition, order_key
+from kmon.history import TRANSITION_KINDS, Transition, order_key
 from kmon.signals import stop_on_signals
-from streaming.app import StreamConfig, history_dir
 from streaming.history_log import HistoryFile, files, read
+from streaming.paths import default_checkpoint, history_dir
 
 log = logging.getLogger("kmon.history")
 
@@ -35,8 +35,8 @@ def add_history_parser(sub: argparse._SubParsersAction) -> None:
                     "unclean elections, controller changes, brokers and topics coming and going, "
                     "reassignments, consumer-group states and rebalances), oldest first. The history is "
                     "Parquet, partitioned by cluster and day: Spark SQL, pandas or DuckDB read it too.",
-        epilog="kinds: " + ", ".join(KINDS))
-    config.flag(p, "--dir", default=history_dir(StreamConfig(bootstrap_servers="")), type=Path,
+        epilog="kinds: " + ", ".join(TRANSITION_KINDS))
+    config.flag(p, "--dir", default=history_dir(default_checkpoint()), type=Path,
                 help="the history directory (kmon stream's --history-dir)")
     config.flag(p, "--since", default="1h", metavar="DURATION",
                 help="how far back: 90s, 15m, 1h, 2d, 1w (ignored with --from)")
@@ -105,10 +105,10 @@ def query_of(args: argparse.Namespace, now_ms: int) -> Query:
     kinds = None
     if args.kind:
         kinds = frozenset(k.strip() for k in args.kind.split(",") if k.strip())
-        unknown = sorted(kinds - KINDS.keys())
+        unknown = sorted(kinds - TRANSITION_KINDS.keys())
         if unknown or not kinds:
             raise ValueError(f"--kind {args.kind!r}: unknown kind {', '.join(unknown) or '(none given)'}; "
-                             f"kinds: {', '.join(KINDS)}")
+                             f"kinds: {', '.join(TRANSITION_KINDS)}")
     broker = None
     if args.broker is not None:
         if not re.fullmatch(r"-?\d+", args.broker.strip()):

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from kmon.events import MalformedEvent, parse_json, to_json
-from streaming.records import EntityRecord, cluster_of, record_from_json
+from kmon.codec import parse_json, to_json
+from kmon.events import MalformedEvent
+from streaming.records import EntityRecord, RecordJson, cluster_of, record_from_json
 
 log = logging.getLogger("kmon.stream")
 
@@ -31,7 +32,7 @@ COUNTERS_FILE = "counters.json"   # the stream's self counters through a batch (
 @dataclass(frozen=True)
 class Loaded:
     records: dict[str, EntityRecord]
-    texts: dict[str, str]   # the same records as stored (record_to_json), for the next full file
+    stored: dict[str, RecordJson]   # the same records as stored, for the next full file
     # cluster -> stored records that no longer decode (corrupt, or let in by a laxer kmon):
     # each is logged and left out, so one cannot stop the app from starting
     dropped: Mapping[str, int] = field(default_factory=dict)
@@ -52,7 +53,7 @@ class RecordLog:
         fulls = [f for f in files if f[0] == "full"]
         start = fulls[-1][1] if fulls else -1
         records: dict[str, EntityRecord] = {}
-        texts: dict[str, str] = {}
+        stored: dict[str, RecordJson] = {}
         dropped: Counter[str] = Counter()
         self._deltas = self._delta_rows = 0
         for kind, batch, path in files:
@@ -65,21 +66,22 @@ class RecordLog:
             for number, line in enumerate(lines, start=1):
                 key = "unknown"
                 try:
-                    key, text = _line(line)
-                    if text is None:
+                    key, record_json = _line(line)
+                    if record_json is None:
                         records.pop(key, None)
-                        texts.pop(key, None)
+                        stored.pop(key, None)
                     else:
-                        records[key] = record_from_json(text)
-                        texts[key] = text
+                        records[key] = record_from_json(record_json)
+                        stored[key] = record_json
                 except MalformedEvent as e:
                     dropped[cluster_of(key)] += 1
                     log.error("%s:%d: dropped the stored record of key %r: %s", path, number, key, e)
-        return Loaded(records, texts, dict(dropped))
+        return Loaded(records, stored, dict(dropped))
 
-    def append(self, batch_id: int, changed: Mapping[str, str | None], current: Mapping[str, str]) -> None:
-        """Persist batch ``batch_id``'s changes as the executor sent them (record_to_json text;
-        None = removed); ``current`` is every record after them, in the same form."""
+    def append(self, batch_id: int, changed: Mapping[str, RecordJson | None],
+               current: Mapping[str, RecordJson]) -> None:
+        """Persist batch ``batch_id``'s changes as the executor sent them (None = removed);
+        ``current`` is every record after them, in the same form."""
         if not changed:
             return
         self._deltas += 1
@@ -130,12 +132,12 @@ class RecordLog:
         return out
 
 
-def _lines(items: Iterable[tuple[str, str | None]]) -> Iterable[str]:
-    return (to_json({"key": key, "record": text}) for key, text in items)
+def _lines(items: Iterable[tuple[str, RecordJson | None]]) -> Iterable[str]:
+    return (to_json({"key": key, "record": record_json}) for key, record_json in items)
 
 
-def _line(line: str) -> tuple[str, str | None]:
-    """(key, record_to_json text or None for a removal) of one line."""
+def _line(line: str) -> tuple[str, RecordJson | None]:
+    """(key, the record as stored or None for a removal) of one line."""
     doc = parse_json(line)
     if type(doc) is not dict or type(doc.get("key")) is not str or type(doc.get("record")) not in (str, type(None)):
         raise MalformedEvent(f"not a record log line: {line[:80]!r}")

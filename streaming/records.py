@@ -11,10 +11,11 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, TypeVar
+from typing import Any, Mapping, NewType, TypeVar
 
+from kmon.codec import decode, from_plain, parse_json, to_json
 from kmon.events import (INT32_MAX, MARKER_KINDS, STATE_TYPES, BrokerId, Event, GroupState, Int64, MalformedEvent,
-                         Source, SnapshotMarker, decode, from_plain, parse_json, to_json)
+                         Source, SnapshotMarker)
 from streaming.transitions import (controller_transitions, group_transitions, partition_transitions,
                                    saw_every_version)
 
@@ -244,15 +245,20 @@ def _apply_marker(record: EntityRecord | None, event: Event) -> tuple[EntityReco
 _LEGACY_BROKER_COUNTER = re.compile(r"([a-z_]+):(0|[1-9][0-9]{0,9})")
 
 
-def record_to_json(record: EntityRecord) -> str:
+# A record as record_to_json wrote it: what the state store, the sink's record column and the
+# record log hold, and what the driver keeps of every record for the record log's next full file.
+RecordJson = NewType("RecordJson", str)
+
+
+def record_to_json(record: EntityRecord) -> RecordJson:
     """The record as the state store and the record log hold it: its fields as JSON."""
-    return to_json(record)
+    return RecordJson(to_json(record))
 
 
 def record_from_json(text: str, trusted: bool = False) -> EntityRecord:
     """Inverse of record_to_json; raises kmon.events.MalformedEvent, and nothing else, on a
     corrupt record or one that a laxer version of kmon let in. ``trusted``: written by this
-    kmon from a record it checked (kmon.events.from_plain's ``trusted``)."""
+    kmon from a record it checked (kmon.codec.from_plain's ``trusted``)."""
     doc = parse_json(text)
     if type(doc) is dict and "event" in doc:
         return _legacy_record(doc)

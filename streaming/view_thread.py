@@ -5,7 +5,7 @@ batch's changes (a second of one core after a broker failure at 100k partitions)
 executors' cores waited; now the sink persists the batch and returns, and the views catch up
 while the next batch runs. Batches that arrive while the views render are presented together
 (each record parsed, each topic rendered once), so a backlog makes the views refresh less often
-instead of falling behind. A snapshot is still published only once the views hold a batch:
+instead of falling behind. The exposition is still published only once the views hold a batch:
 what the delay and batch-duration metrics measure is unchanged.
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 
 from kmon.monitor import MonitorOptions, start_monitor
 from kmon.stack.local import LocalStack, StackRequest
-from kmon.stack.toolchain import Toolchain, find_toolchain
+from kmon.toolchain import Toolchain, find_toolchain
 
 
 

@@ -11,7 +11,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from kmon.events import Event, MalformedEvent, PartitionState, ZnodeMeta, decode, encode, entity_key
+from kmon.codec import decode, encode
+from kmon.events import Event, MalformedEvent, PartitionState, ZnodeMeta, entity_key
 from kmon.stack.local import LocalStack
 
 T = TypeVar("T")

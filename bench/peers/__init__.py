@@ -31,7 +31,7 @@ from kmon.monitor import MonitorOptions, start_monitor
 from kmon.stack import configs
 from kmon.stack.local import LocalStack, StackRequest
 from kmon.stack.process import free_port
-from kmon.stack.toolchain import find_toolchain
+from kmon.toolchain import find_toolchain
 
 BROKERS = 3
 # Kafka's default session (18 s), so that a SIGSTOP can outlast replica.lag.time.max.ms without
@@ -74,7 +74,7 @@ def run(chosen: list[str], sizes: list[int], baseline_s: float, quiet_s: float, 
                     phases.append(report.Phase(name, began, time.time(), done))
                     progress(f"  {done.what}: {time.time() - began:.0f} s" + "".join(f"; {n}" for n in done.notes))
                     phases.append(_quiet(quiet_s, f"after {name}", progress))
-                alerts, groups = recorder.snapshot(), dict(recorder.groups)
+                alerts, groups = recorder.recorded(), dict(recorder.groups)
                 tables = {"faults": report.fault_rows(phases, alerts, groups),
                           "quiet": report.quiet_rows(phases, alerts, groups)}
                 if recorder.errors:

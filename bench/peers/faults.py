@@ -464,7 +464,7 @@ def _hold_until_said(ctx: Ctx, run: FaultRun, alert: str, cap: float) -> None:
 
     def kmon_fired() -> bool:
         return any(a.system == KMON and a.name == alert and a.labels.get("group") == group and a.fired_at
-                   and a.active_at >= run.moment - 1 for a in ctx.recorder.snapshot())
+                   and a.active_at >= run.moment - 1 for a in ctx.recorder.recorded())
 
     def burrow_left_ok() -> bool:
         status = ctx.recorder.groups.get(group)

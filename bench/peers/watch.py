@@ -69,14 +69,14 @@ class Recorder:
         with self._lock:
             self.groups.setdefault(group, BurrowStatus(group))
 
-    def snapshot(self) -> list[Alert]:
+    def recorded(self) -> list[Alert]:
         with self._lock:
             return list(self.alerts.values())
 
     def active(self, now: float | None = None) -> list[Alert]:
         """Alert instances pending or firing at the last poll."""
         cutoff = (now or time.time()) - 3 * POLL_S
-        return [a for a in self.snapshot() if a.last_seen >= cutoff]
+        return [a for a in self.recorded() if a.last_seen >= cutoff]
 
     def burrow_owners(self, group: str) -> str:
         """What Burrow says of the group's partitions' consumers (client id, host), in a line."""

@@ -21,7 +21,7 @@ from collectors.groups.outputs import Emitter
 from collectors.groups.states import Partition, state_from_description, topic_lags
 from kmon.events import GroupState, TopicLag
 
-log = logging.getLogger("kmon.collectors.groups")
+log = logging.getLogger("kmon.collector.groups")
 
 # list_offsets takes many partitions per request; the broker answers per leader
 END_OFFSETS_BATCH = 1000

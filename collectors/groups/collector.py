@@ -34,7 +34,7 @@ from kmon.reachability import MONITORED_BOOTSTRAP, Reachability, keep_probing, t
 
 __all__ = ["EventSink", "GroupsCollector", "GroupsConfig", "NameFilter"]
 
-log = logging.getLogger("kmon.collectors.groups")
+log = logging.getLogger("kmon.collector.groups")
 
 
 class GroupsCollector:

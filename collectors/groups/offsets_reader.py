@@ -30,7 +30,7 @@ from collectors.groups.outputs import SOURCE, Emitter
 from collectors.groups.states import state_from_metadata
 from kmon.events import GroupState
 
-log = logging.getLogger("kmon.collectors.groups")
+log = logging.getLogger("kmon.collector.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
@@ -70,7 +70,17 @@ READ_CHUNK = 2000   # reads pipelined at once: bounds memory on 100k-partition t
 # kazoo's default reconnect backoff grows to an hour; a monitor should be back within seconds
 _RECONNECT = dict(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0)
 
-EntityId = tuple  # ("partition", "orders", 3): kind, then the parts of its key (see entity_key)
+
+class EntityId(NamedTuple):
+    """An entity of the tree: EntityId("partition", "orders", 3), EntityId("controller") ..."""
+    kind: str
+    name: str | int | None = None   # a topic, broker id, isr_change sequence or marker's source
+    partition: int | None = None    # of a partition entity, whose name is its topic
+
+    @property
+    def parts(self) -> tuple[str | int, ...]:
+        """What follows the kind in its entity key (kmon.events.entity_key)."""
+        return tuple(p for p in (self.name, self.partition) if p is not None)
 
 
 class Role(enum.Enum):
@@ -161,10 +171,10 @@ class ZkTree:
         self.paths = paths
         self.cluster = cluster
         self._fixed: dict[str, tuple[Role, EntityId | None]] = {
-            paths.controller: (Role.CONTROLLER, ("controller",)),
-            paths.controller_epoch: (Role.CONTROLLER_EPOCH, ("controller",)),
-            paths.reassign_partitions: (Role.REASSIGNMENT, ("reassignment",)),
-            paths.preferred_replica_election: (Role.PREFERRED_ELECTION, ("preferred_election",)),
+            paths.controller: (Role.CONTROLLER, EntityId("controller")),
+            paths.controller_epoch: (Role.CONTROLLER_EPOCH, EntityId("controller")),
+            paths.reassign_partitions: (Role.REASSIGNMENT, EntityId("reassignment")),
+            paths.preferred_replica_election: (Role.PREFERRED_ELECTION, EntityId("preferred_election")),
             paths.broker_ids: (Role.BROKER_IDS, None),
             paths.topics: (Role.TOPICS, None),
             paths.delete_topics: (Role.DELETE_TOPICS, None),
@@ -190,16 +200,16 @@ class ZkTree:
         p = self.paths
         parent, _, name = path.rpartition("/")
         if parent == p.broker_ids:
-            return Role.BROKER, ("broker", p.split_broker(path))
+            return Role.BROKER, EntityId("broker", p.split_broker(path))
         if parent == p.topics:
-            return Role.TOPIC, ("topic", name)
+            return Role.TOPIC, EntityId("topic", name)
         if parent == p.config_topics:
-            return Role.TOPIC_CONFIG, ("topic", name)
+            return Role.TOPIC_CONFIG, EntityId("topic", name)
         if parent == p.delete_topics:
-            return Role.TOPIC_DELETION, ("topic_deletion", name)
+            return Role.TOPIC_DELETION, EntityId("topic_deletion", name)
         if parent == p.isr_change_notification:
-            return Role.ISR_CHANGE, ("isr_change", p.split_isr_change(path))
-        return Role.PARTITION, ("partition", *p.split_partition_state(path))
+            return Role.ISR_CHANGE, EntityId("isr_change", p.split_isr_change(path))
+        return Role.PARTITION, EntityId("partition", *p.split_partition_state(path))
 
     def read_mode(self, path: str) -> Read:
         try:
@@ -216,10 +226,10 @@ class ZkTree:
                 return Read.IGNORE
             return Read.WATCH if role in (Role.BROKER, Role.TOPIC) else Read.ONCE
         assert entity is not None
-        topic = entity[1]
+        topic = entity.name
         if topic not in self._children.get(self.paths.topics, ()):
             return Read.IGNORE
-        if role is Role.PARTITION and entity[2] not in self._assigned(topic):
+        if role is Role.PARTITION and entity.partition not in self._assigned(topic):
             return Read.IGNORE
         # while a topic is being deleted its znodes only disappear: no exists-watches left behind
         return Read.WATCH if self._deleting(topic) else Read.WATCH_CREATE
@@ -253,9 +263,9 @@ class ZkTree:
             before = set(previous.value.replicas) if previous else set()
             for partition in value.replicas:
                 if rnd.full or partition not in before:
-                    rnd.follow(self.paths.partition_state(entity[1], partition))
+                    rnd.follow(self.paths.partition_state(entity.name, partition))
             for partition in before - set(value.replicas):   # Kafka never shrinks a topic; stay exact anyway
-                self._drop(self.paths.partition_state(entity[1], partition), stat.mzxid, rnd)
+                self._drop(self.paths.partition_state(entity.name, partition), stat.mzxid, rnd)
 
     def on_absent(self, path: str, zxid: int, rnd: Round) -> None:
         """A znode read with WATCH_CREATE is missing; ``zxid`` is at or after its deletion."""
@@ -297,9 +307,9 @@ class ZkTree:
             return
         assert entity is not None
         if role is Role.TOPIC:   # its partitions and config go with it, partitions first
-            for partition in self._assigned(entity[1]):
-                self._drop(self.paths.partition_state(entity[1], partition), zxid, rnd)
-            self._drop(self.paths.topic_config(entity[1]), zxid, rnd)
+            for partition in self._assigned(entity.name):
+                self._drop(self.paths.partition_state(entity.name, partition), zxid, rnd)
+            self._drop(self.paths.topic_config(entity.name), zxid, rnd)
         self._nodes.pop(path, None)
         self._unparsed.discard(path)
         self._absent[path] = zxid
@@ -318,7 +328,7 @@ class ZkTree:
     def snapshot(self, snapshot_id: str, reason: str, begun_ms: int, now_ms: int) -> list[Event]:
         """Begin marker (observed when the reads began), every entity's state, deletions of
         published entities now gone, end marker."""
-        current = {("controller",)} | {self.classify(path)[1] for path in self._nodes}
+        current = {EntityId("controller")} | {self.classify(path)[1] for path in self._nodes}
         events = [self._event(e, now_ms, snapshot_id) for e in sorted(current | set(self._published), key=_order)]
         upserts = [e for e in events if e is not None and e.op == "upsert"]
         deletes = [e for e in events if e is not None and e.op == "delete"]
@@ -332,7 +342,7 @@ class ZkTree:
         if any(p in self._unparsed for p in parts):   # a part never parsed: unknown, neither emitted nor deleted
             return None
         state = self._state(entity, [self._nodes.get(p) for p in parts])
-        if state is not None and entity[0] == "partition" and self._deleting(entity[1]):
+        if state is not None and entity.kind == "partition" and self._deleting(entity.name):
             state = dataclasses.replace(state, deleting=True)
         nodes = {p: self._nodes[p] for p in parts if p in self._nodes}
         zxid = max(nodes[p].mzxid if p in nodes else self._absent.get(p, 0) for p in parts)
@@ -359,43 +369,44 @@ class ZkTree:
         """The znodes an entity is made of."""
         p = self.paths
         match entity:
-            case ("controller",):
+            case EntityId("controller"):
                 return [p.controller, p.controller_epoch]
-            case ("broker", broker_id):
+            case EntityId("broker", broker_id):
                 return [p.broker(broker_id)]
-            case ("topic", topic):
+            case EntityId("topic", topic):
                 return [p.topic(topic), p.topic_config(topic)]
-            case ("partition", topic, partition):
+            case EntityId("partition", topic, partition):
                 return [p.partition_state(topic, partition)]
-            case ("reassignment",):
+            case EntityId("reassignment"):
                 return [p.reassign_partitions]
-            case ("preferred_election",):
+            case EntityId("preferred_election"):
                 return [p.preferred_replica_election]
-            case ("topic_deletion", topic):
+            case EntityId("topic_deletion", topic):
                 return [p.topic_deletion(topic)]
-            case ("isr_change", sequence):
+            case EntityId("isr_change", sequence):
                 return [f"{p.isr_change_notification}/isr_change_{sequence}"]
         raise ValueError(f"not a zk entity: {entity!r}")
 
     @staticmethod
     def _state(entity: EntityId, nodes: list[_Node | None]) -> Any:
         """The entity's state from its parts' last valid reads; None when it does not exist."""
-        if entity[0] == "controller":   # a singleton: "no controller" is a state, not a deletion
+        if entity.kind == "controller":   # a singleton: "no controller" is a state, not a deletion
             registration, epoch = nodes
             broker_id, timestamp, kraft_epoch = registration.value if registration else (-1, None, None)
             return ControllerState(broker_id, epoch.value if epoch else None, timestamp, kraft_epoch)
-        if entity[0] == "topic":
+        if entity.kind == "topic":
             topic, config = nodes
             return dataclasses.replace(topic.value, config=config.value if config else {}) if topic else None
         return nodes[0].value if nodes[0] else None
 
     def _envelope(self, entity: EntityId, op: str, now_ms: int, data: Any, zxid: int | None,
                   znode: ZnodeMeta | None, snapshot_id: str | None) -> Event:
-        return Event(cluster=self.cluster, source=SOURCE, kind=entity[0], entity=entity_key(*entity), op=op,
-                     observed_ms=now_ms, data=data, zxid=zxid, znode=znode, snapshot_id=snapshot_id)
+        return Event(cluster=self.cluster, source=SOURCE, kind=entity.kind,
+                     entity=entity_key(entity.kind, *entity.parts), op=op, observed_ms=now_ms, data=data, zxid=zxid,
+                     znode=znode, snapshot_id=snapshot_id)
 
     def _marker(self, kind: str, marker: SnapshotMarker, now_ms: int, zxid: int | None) -> Event:
-        return self._envelope((kind, SOURCE), "marker", now_ms, marker, zxid, None, marker.snapshot_id)
+        return self._envelope(EntityId(kind, SOURCE), "marker", now_ms, marker, zxid, None, marker.snapshot_id)
 
 
 _PARSERS: dict[Role, Callable[[str, bytes], Any]] = {
@@ -413,7 +424,7 @@ _PARSERS: dict[Role, Callable[[str, bytes], Any]] = {
 
 def _order(entity: EntityId) -> tuple[int, tuple[str, ...]]:
     """Snapshot order: by kind as listed in kmon.events, then by id (numbers numerically)."""
-    return KINDS.index(entity[0]), tuple(f"{x:>12}" if isinstance(x, int) else x for x in entity[1:])
+    return KINDS.index(entity.kind), tuple(f"{x:>12}" if isinstance(x, int) else x for x in entity.parts)
 
 
 # ---------------------------------------------------------------------- the I/O half

@@ -42,7 +42,7 @@ from kmon.stack import configs
 from kmon.stack.owner import Busy, OwnerLock, holder
 from kmon.stack.process import cmdline, free_port, pid_alive, port_free, spawn, stop, wait_until
 from kmon.stack.secure import SecureFiles
-from kmon.stack.toolchain import Toolchain
+from kmon.toolchain import Toolchain
 
 log = logging.getLogger("kmon.stack")
 

@@ -1,5 +1,5 @@
 """The views: every value of the design brief's metric table, one module per view family
-(``MetricSpec.view`` in kmon/metrics.py): controller.py, brokers.py, isr.py, balance.py,
+(``MetricSpec.family`` in kmon/metrics.py): controller.py, brokers.py, isr.py, balance.py,
 groups.py and self.py each compute their metrics from one cluster's records (cluster.py)
 and render them (exposition.py).
 
@@ -24,7 +24,7 @@ log = logging.getLogger("kmon.stream")
 
 # The families built from one cluster's model, by name.
 CLUSTER_FAMILIES: dict[str, Callable[[ClusterModel], list[Text]]] = {
-    module.FAMILY: module.texts for module in (controller, brokers, isr, balance, groups)}
+    module.FAMILY: module.render_family for module in (controller, brokers, isr, balance, groups)}
 LOG_FAILURE_EVERY_S = 60.0   # a family failing at every batch logs once a minute, not at every batch
 
 
@@ -82,8 +82,8 @@ class Views:
     def exposition(self, stats: SelfStats) -> Exposition:
         self.refresh()
         clusters = sorted(set(self._models) | set(stats.state_rows))
-        own = self._isolated(self_family.FAMILY, clusters, lambda: self_family.texts(stats, clusters))
-        errors = self_family.error_texts(self._errors, clusters)
+        own = self._isolated(self_family.FAMILY, clusters, lambda: self_family.render_family(stats, clusters))
+        errors = self_family.render_errors(self._errors, clusters)
         return Exposition(tuple(t for texts in self._texts.values() for t in texts) + tuple(own) + tuple(errors))
 
     def _isolated(self, family: str, clusters: list[str], build: Callable[[], list[Text]]) -> list[Text]:

@@ -48,7 +48,7 @@ class BalanceTally(SplitTally):
         self.reassigning += other.reassigning
 
 
-def texts(model: ClusterModel) -> list[Text]:
+def render_family(model: ClusterModel) -> list[Text]:
     return [render(model.name, _samples(model))]
 
 

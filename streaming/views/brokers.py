@@ -10,7 +10,7 @@ from streaming.views.exposition import Sample, Text, render
 FAMILY = "brokers"
 
 
-def texts(model: ClusterModel) -> list[Text]:
+def render_family(model: ClusterModel) -> list[Text]:
     return [render(model.name, _samples(model))]
 
 

@@ -12,7 +12,7 @@ from streaming.views.exposition import Sample, Text, render
 FAMILY = "controller"
 
 
-def texts(model: ClusterModel) -> list[Text]:
+def render_family(model: ClusterModel) -> list[Text]:
     return [render(model.name, _samples(model))]
 
 

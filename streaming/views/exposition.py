@@ -18,8 +18,8 @@ from kmon.metrics import BY_NAME, CATALOG, MetricSpec
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # What the stream app serves: the views and the monitor itself (the collectors serve theirs).
-EXPORTED: tuple[MetricSpec, ...] = tuple(m for m in CATALOG if m.view != "collector")
-FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(m.view for m in EXPORTED))   # controller .. self
+EXPORTED: tuple[MetricSpec, ...] = tuple(m for m in CATALOG if m.family != "collector")
+FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(m.family for m in EXPORTED))   # controller .. self
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ class Exposition:
     def empty(cls) -> Exposition:
         return cls(())
 
-    @cached_property   # once per snapshot; two scrapes racing here compute the same thing
+    @cached_property   # once per published exposition; two scrapes racing here compute the same thing
     def _by_name(self) -> dict[str, tuple[list[str], list[tuple[str, int]]]]:
         out: dict[str, tuple[list[str], list[tuple[str, int]]]] = {spec.name: ([], []) for spec in EXPORTED}
         for text in self.texts:

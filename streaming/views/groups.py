@@ -14,7 +14,7 @@ from streaming.views.exposition import Sample, Since, Text, render
 FAMILY = "groups"
 
 
-def texts(model: ClusterModel) -> list[Text]:
+def render_family(model: ClusterModel) -> list[Text]:
     return list(model.per_entity("group", _group_text).values())
 
 

@@ -13,7 +13,7 @@ from streaming.views.exposition import Rows, Sample, Text, joined, render
 FAMILY = "isr"
 
 
-def texts(model: ClusterModel) -> list[Text]:
+def render_family(model: ClusterModel) -> list[Text]:
     return list(model.per_topic(_topic_text).values())
 
 

@@ -11,14 +11,14 @@ FAMILY = "self"
 ClusterSample = tuple[str, str, Mapping[str, object], float]   # cluster first
 
 
-def texts(stats: SelfStats, clusters: Iterable[str]) -> list[Text]:
+def render_family(stats: SelfStats, clusters: Iterable[str]) -> list[Text]:
     by_cluster: dict[str, list] = {}
     for cluster, name, labels, value in _samples(stats, sorted(clusters)):
         by_cluster.setdefault(cluster, []).append((name, labels, value))
     return [render(cluster, samples) for cluster, samples in by_cluster.items()]
 
 
-def error_texts(errors: Mapping[tuple[str, str], int], clusters: Iterable[str]) -> list[Text]:
+def render_errors(errors: Mapping[tuple[str, str], int], clusters: Iterable[str]) -> list[Text]:
     """kmon_view_errors_total of every family, from 0, so that increase() sees the first error."""
     return [render(cluster, [("kmon_view_errors_total", {"family": family}, errors.get((cluster, family), 0))
                              for family in FAMILIES]) for cluster in sorted(clusters)]

@@ -447,7 +447,8 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
 
     from dashboards.catalog import load_all, queries_for_prometheus
     from kmon.history import COUNTED, Transition, order_key
-    from kmon.monitor import history_dir
+    from kmon.monitor import checkpoint_dir
+    from streaming.paths import history_dir
     from streaming.history_log import files, read
     assert mon.state
     started = time.time()
@@ -488,7 +489,7 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
         steady.leave()
 
     def rows() -> list[Transition]:
-        return sorted((t for f in files(history_dir(mon.dir)) if f.cluster == CLUSTER for t in read(f)),
+        return sorted((t for f in files(history_dir(checkpoint_dir(mon.dir))) if f.cluster == CLUSTER for t in read(f)),
                       key=order_key)
 
     def disagreements() -> list[str]:
@@ -552,11 +553,12 @@ def test_12_a_restarted_groups_collector_does_not_revive_a_deleted_group(mon: Lo
     """A restarted groups collector re-reads __consumer_offsets from its beginning, where
     s5-group's generations come before its deletion (test_5): the group stays deleted, and
     none of its rebalances is counted or written again."""
-    from kmon.monitor import history_dir
+    from kmon.monitor import checkpoint_dir
+    from streaming.paths import history_dir
     from streaming.history_log import files, read
 
     def rows() -> list[tuple]:
-        return sorted((t.kind, t.generation, t.time_ms) for f in files(history_dir(mon.dir)) if f.cluster == CLUSTER
+        return sorted((t.kind, t.generation, t.time_ms) for f in files(history_dir(checkpoint_dir(mon.dir))) if f.cluster == CLUSTER
                       for t in read(f) if t.group == "s5-group")
 
     def applied() -> float:
@@ -599,7 +601,7 @@ def test_13_two_collectors_of_each_kind_count_every_transition_once(mon: LocalSt
             without the cluster label; counters of this test's topic and group only (the single pair
             counted the earlier scenarios too)."""
             timed = {"kmon_consumer_group_state_seconds", "kmon_consumer_group_lag_seconds"}
-            families = {m.name for m in CATALOG if m.view != "self"} - timed
+            families = {m.name for m in CATALOG if m.family != "self"} - timed
             out = {}
             for (name, labels), x in metrics(mon.state.stream_port).items():  # type: ignore[union-attr]
                 values = dict(labels)

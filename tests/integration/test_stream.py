@@ -13,7 +13,8 @@ from typing import Iterable, Iterator
 
 import pytest
 
-from kmon.events import BrokerState, ControllerState, Event, PartitionState, TopicState, encode
+from kmon.codec import encode
+from kmon.events import BrokerState, ControllerState, Event, PartitionState, TopicState
 from kmon.stack.local import LocalStack
 from kmon.stack.process import free_port
 from streaming.app import StreamApp, StreamConfig

@@ -30,7 +30,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from collectors.publisher import PublisherConfig
 from collectors.runner import Running, running
 from collectors.zk.collector import ZkCollector, ZkCollectorConfig
-from kmon.events import Event, decode
+from kmon.codec import decode
+from kmon.events import Event
 from kmon.stack.local import LocalStack
 from kmon.stack.process import free_port
 from tests.conftest import running_stack

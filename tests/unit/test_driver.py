@@ -4,12 +4,13 @@ from pathlib import Path
 import pytest
 
 import streaming.views.isr
-from kmon.events import EVENTS_TOPIC, ControllerState, Event, PartitionState, TopicState, ZnodeMeta, encode
+from kmon.codec import encode
+from kmon.events import EVENTS_TOPIC, ControllerState, Event, PartitionState, TopicState, ZnodeMeta
 from streaming.driver import ViewDriver
 from streaming.entity_step import fold, summarise
 from streaming.history_log import HistoryLog, files, read, table
+from streaming.published import LatestPublished
 from streaming.record_log import RecordLog
-from streaming.snapshot import SnapshotHolder
 from streaming.views import ViewOptions
 from tests.unit.test_exporter import scrape
 from tests.unit.test_views import value
@@ -34,8 +35,8 @@ def controller_row(broker: int, epoch: int, zxid: int) -> dict:
     return row("controller", "controller", ControllerState(broker, epoch), zxid)
 
 
-def test_a_snapshot_keeps_what_it_showed_while_later_batches_change_the_records(tmp_path: Path) -> None:
-    holder = SnapshotHolder()
+def test_a_published_exposition_keeps_what_it_showed_while_later_batches_change_the_records(tmp_path: Path) -> None:
+    holder = LatestPublished()
     driver = ViewDriver(RecordLog(tmp_path), history(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
     driver.on_batch(1, *batch([controller_row(1, 1, 1)]), started=0.0)
     before = holder.get()
@@ -53,7 +54,7 @@ def test_a_batch_renders_only_the_topics_it_changed(tmp_path: Path, monkeypatch:
         rendered.append(topic)
         return real(model, topic)
     monkeypatch.setattr(streaming.views.isr, "_topic_text", counting)
-    holder = SnapshotHolder()
+    holder = LatestPublished()
     driver = ViewDriver(RecordLog(tmp_path), history(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
     topics = [f"t{i}" for i in range(20)]
     driver.on_batch(1, *batch([row("topic", f"topic:{t}", TopicState(t, None, {0: (1, 2)}), 1) for t in topics]),
@@ -68,7 +69,7 @@ def test_a_batch_renders_only_the_topics_it_changed(tmp_path: Path, monkeypatch:
 
 
 def test_a_batch_appends_its_transitions_to_the_history_and_counts_them(tmp_path: Path) -> None:
-    holder = SnapshotHolder()
+    holder = LatestPublished()
     driver = ViewDriver(RecordLog(tmp_path), history(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
     first = controller_row(1, 1, 1)   # a first sight: nothing changed that kmon saw
     changed = fold("c1/controller", first["record"], [(0, 2, encode(Event(
@@ -82,19 +83,19 @@ def test_a_batch_appends_its_transitions_to_the_history_and_counts_them(tmp_path
     assert value(scrape(holder), "kmon_history_lost_rows_total") == 0
 
 
-def self_counters(holder: SnapshotHolder) -> dict[str, float]:
+def self_counters(holder: LatestPublished) -> dict[str, float]:
     return {name: value(scrape(holder), name, **labels) for name, labels in (
         ("kmon_events_total", {"source": "zk", "kind": "controller"}), ("kmon_stream_input_rows_total", {}))}
 
 
 def test_a_restarted_driver_goes_on_from_the_counters_and_does_not_count_a_replayed_batch(tmp_path: Path) -> None:
-    first = SnapshotHolder()
+    first = LatestPublished()
     driver = ViewDriver(RecordLog(tmp_path), history(tmp_path), first, ViewOptions(), EVENTS_TOPIC)
     driver.on_batch(1, *batch([controller_row(1, 1, 1)]), started=0.0)
     driver.on_batch(2, *batch([controller_row(2, 2, 2)]), started=0.0)
     assert self_counters(first) == {"kmon_events_total": 2, "kmon_stream_input_rows_total": 2}
     # the app dies after batch 2 reached the record log, before Spark committed it: Spark runs it again
-    again = SnapshotHolder()
+    again = LatestPublished()
     restarted = ViewDriver(RecordLog(tmp_path), history(tmp_path), again, ViewOptions(), EVENTS_TOPIC)
     assert self_counters(again) == {"kmon_events_total": 2, "kmon_stream_input_rows_total": 2}
     restarted.on_batch(2, *batch([controller_row(2, 2, 2)]), started=0.0)
@@ -107,7 +108,7 @@ def test_a_restarted_driver_goes_on_from_the_counters_and_does_not_count_a_repla
 def test_unreadable_counters_start_again_from_zero_and_are_said(tmp_path: Path, garbage: bytes,
                                                                  caplog: pytest.LogCaptureFixture) -> None:
     (tmp_path / "counters.json").write_bytes(garbage)
-    holder = SnapshotHolder()
+    holder = LatestPublished()
     driver = ViewDriver(RecordLog(tmp_path), history(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
     driver.on_batch(1, *batch([controller_row(1, 1, 1)]), started=0.0)
     assert self_counters(holder) == {"kmon_events_total": 1, "kmon_stream_input_rows_total": 1}

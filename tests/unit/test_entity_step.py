@@ -1,7 +1,8 @@
 """The executor's step without Spark: a bucket of keys folded against its state."""
 import json
 
-from kmon.events import ControllerState, Event, PartitionState, ZnodeMeta, encode
+from kmon.codec import encode
+from kmon.events import ControllerState, Event, PartitionState, ZnodeMeta
 from streaming.entity_step import fold_bucket, summarise
 from streaming.records import record_from_json
 

@@ -14,7 +14,7 @@ from kmon.events import BrokerState, ControllerState, Endpoint, GroupState, Topi
 from kmon.metrics import BY_NAME, GROUP_STATES, known_series_names
 from kmon import http
 from streaming.exporter import serve_metrics
-from streaming.snapshot import Snapshot, SnapshotHolder
+from streaming.published import LatestPublished, Published
 from streaming.stats import BatchStats, SelfStats
 from streaming.views import CLUSTER_FAMILIES, ViewOptions, Views
 from streaming.views.exposition import (EXPORTED, FAMILIES, CONTENT_TYPE, Exposition, go_float, render,
@@ -41,12 +41,12 @@ def exposed(records=RECORDS, stats: SelfStats = STATS, now_ms: int = 10_000, vie
     return parse(views.exposition(stats).body(now_ms))
 
 
-def scrape(holder: SnapshotHolder, now_ms: int = 10_000) -> Series:
+def scrape(holder: LatestPublished, now_ms: int = 10_000) -> Series:
     return parse(holder.get().exposition.body(now_ms))
 
 
 def families_served(series: Series) -> set[str]:
-    return {(BY_NAME.get(name) or BY_NAME[name + "_total"]).view for name, _ in series}
+    return {(BY_NAME.get(name) or BY_NAME[name + "_total"]).family for name, _ in series}
 
 
 def errors(series: Series) -> dict[str, float]:
@@ -62,7 +62,7 @@ def test_every_series_is_in_the_catalog_with_its_labels():
 
 
 def test_every_family_is_served_and_its_error_counter_starts_at_0():
-    assert set(CLUSTER_FAMILIES) | {"self"} == set(FAMILIES) == {m.view for m in EXPORTED}
+    assert set(CLUSTER_FAMILIES) | {"self"} == set(FAMILIES) == {m.family for m in EXPORTED}
     series = exposed()
     assert {name for name, _ in series} >= {spec.name for spec in EXPORTED}, "no view or self metric is missing"
     assert families_served(series) == set(FAMILIES)
@@ -72,14 +72,15 @@ def test_every_family_is_served_and_its_error_counter_starts_at_0():
 @pytest.mark.parametrize("module", [m for m in vars(streaming.views).values()
                                     if getattr(m, "FAMILY", None) is not None])
 def test_each_family_module_yields_exactly_its_catalogue_names(module):
-    """A metric's name leads to its code in one step: streaming/views/<its view>.py."""
+    """A metric's name leads to its code in one step: streaming/views/<its family>.py."""
     views = Views(ViewOptions("all"))
     views.apply(keyed(RECORDS))
-    texts = module.texts(STATS, ["c1"]) if module.FAMILY == "self" else module.texts(views._models["c1"])
+    texts = (module.render_family(STATS, ["c1"]) if module.FAMILY == "self"
+             else module.render_family(views._models["c1"]))
     names = {name for text in texts for name in (*text.lines, *text.ages)}
     if module.FAMILY == "self":
-        names |= {name for text in streaming.views.self.error_texts({}, ["c1"]) for name in text.lines}
-    assert names == {spec.name for spec in EXPORTED if spec.view == module.FAMILY}
+        names |= {name for text in streaming.views.self.render_errors({}, ["c1"]) for name in text.lines}
+    assert names == {spec.name for spec in EXPORTED if spec.family == module.FAMILY}
 
 
 def test_values_the_views_tests_do_not_cover():
@@ -209,16 +210,16 @@ def test_self_failing_keeps_the_views(monkeypatch):
 
 # ------------------------------------------------------------------ HTTP
 
-def test_the_server_serves_the_latest_snapshot():
+def test_the_server_serves_the_latest_published():
     views = Views(ViewOptions())
     views.apply(keyed([broker(1)]))
-    holder = SnapshotHolder()
+    holder = LatestPublished()
     server = serve_metrics("127.0.0.1", 0, holder)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         with urllib.request.urlopen(f"{url}/metrics") as r:
             assert r.headers["Content-Type"] == CONTENT_TYPE and r.read() == b""
-        holder.set(Snapshot(views.exposition(STATS), STATS))
+        holder.set(Published(views.exposition(STATS), STATS))
         with urllib.request.urlopen(f"{url}/metrics") as r:
             assert parse(r.read()) == scrape(holder) and value(scrape(holder), "kmon_brokers") == 1
         with pytest.raises(urllib.error.HTTPError, match="404"):

@@ -21,7 +21,8 @@ from collectors.groups.offsets_reader import OffsetsReader
 from collectors.groups.outputs import Emitter
 from collectors.groups.states import state_from_description, state_from_metadata, topic_lags
 from collectors.telemetry import Telemetry
-from kmon.events import Event, GroupMember, GroupState, TopicLag, decode, encode
+from kmon.codec import decode, encode
+from kmon.events import Event, GroupMember, GroupState, TopicLag
 from tests.unit.test_offsets_codec import group_key, group_value, offset_key, offset_value, sample_group, sample_offset
 
 # ----------------------------------------------------------------- GroupMetadata -> GroupState

@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kmon.cli import main
-from kmon.events import (BrokerState, ControllerState, Event, GroupMember, GroupState, PartitionState, TopicState,
-                         encode)
-from kmon.history import COUNTED, KINDS, Transition, order_key
+from kmon.codec import encode
+from kmon.events import BrokerState, ControllerState, Event, GroupMember, GroupState, PartitionState, TopicState
+from kmon.history import COUNTED, TRANSITION_KINDS, Transition, order_key
 from streaming.entity_step import fold
 from streaming.history import transitions
 from streaming.history_log import HistoryLog, files, from_ipc, read, table, to_ipc
@@ -190,7 +190,7 @@ def test_every_counted_kind_and_counter_is_known():
     from kmon.metrics import CATALOG
     names = {m.name for m in CATALOG}
     assert set(COUNTED) <= names
-    assert {k for kinds in COUNTED.values() for k in kinds} <= set(KINDS)
+    assert {k for kinds in COUNTED.values() for k in kinds} <= set(TRANSITION_KINDS)
 
 
 # ---------------------------------------------------------------- the files
@@ -395,3 +395,14 @@ def test_a_reader_that_stops_early_ends_it_quietly(tmp_path: Path):
     proc.stdout.close()   # as `kmon history | head -1` does
     assert proc.wait(60) == 0
     assert b"Traceback" not in proc.stderr.read()   # type: ignore[union-attr]
+
+
+def test_kmon_history_loads_neither_the_spark_app_nor_py4j() -> None:
+    """It needs the history's path and reader, not the app that writes it (py4j, every view)."""
+    import subprocess
+    import sys
+    loaded = subprocess.run([sys.executable, "-c", "import sys, streaming.history_cli; "
+                             "print(sorted(m for m in ('py4j', 'pyspark', 'streaming.app', 'streaming.views') "
+                             "if m in sys.modules))"], capture_output=True, text=True, timeout=60)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "[]"

@@ -19,18 +19,19 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import kmon.events
+import kmon.codec
 
-from kmon.events import (EVENTS_TOPIC, KINDS, MARKER_KINDS, STATE_TYPES, BrokerState, ControllerState, Endpoint, Event,
-                         GroupMember, GroupState, IsrChangeState, MalformedEvent, PartitionState,
-                         PreferredElectionState, ReassignmentState, SnapshotMarker, TopicDeletionState,
-                         TopicLag, TopicState, ZnodeMeta, decode, encode, entity_key, plain, to_json)
+from kmon.codec import decode, encode, plain, to_json
+from kmon.events import (EVENTS_TOPIC, KINDS, MARKER_KINDS, STATE_TYPES, BrokerState, ControllerState, Endpoint,
+                         Event, GroupMember, GroupState, IsrChangeState, MalformedEvent, PartitionState,
+                         PreferredElectionState, ReassignmentState, SnapshotMarker, TopicDeletionState, TopicLag,
+                         TopicState, ZnodeMeta, entity_key)
 from kmon.metrics import GROUP_STATES
 from streaming.driver import ViewDriver
 from streaming.entity_step import fold
+from streaming.published import LatestPublished
 from streaming.record_log import RecordLog
 from streaming.records import EntityRecord, record_from_json, record_to_json
-from streaming.snapshot import SnapshotHolder
 from streaming.views import ViewOptions
 from streaming.views.exposition import FAMILIES
 from tests.unit.test_driver import batch as driver_batch, history
@@ -44,7 +45,7 @@ PER_KIND = settings(FAST, max_examples=15)   # x 11 kinds
 
 # ------------------------------------------------------------------ valid events of every kind
 
-texts = st.text(max_size=6)
+strings = st.text(max_size=6)
 small = st.integers(0, 5)
 millis = st.integers(0, 2**42)
 brokers = st.integers(0, 4)
@@ -60,31 +61,31 @@ def optional(strategy: st.SearchStrategy) -> st.SearchStrategy:
 STATES: dict[str, st.SearchStrategy] = {   # kind -> its valid states; built once, as drawing is the cost
     "controller": st.builds(ControllerState, st.integers(-1, 4), optional(small), optional(millis), optional(small)),
     "broker": st.builds(
-        BrokerState, brokers, optional(texts), optional(st.integers(-1, 65535)), optional(texts),
-        st.lists(st.builds(Endpoint, texts, texts, st.integers(0, 65535), texts), max_size=2).map(tuple),
+        BrokerState, brokers, optional(strings), optional(st.integers(-1, 65535)), optional(strings),
+        st.lists(st.builds(Endpoint, strings, strings, st.integers(0, 65535), strings), max_size=2).map(tuple),
         st.integers(-1, 65535), optional(millis), small,
-        st.dictionaries(texts, st.dictionaries(texts, st.integers(0, 2**15 - 1), max_size=2), max_size=2)),
+        st.dictionaries(strings, st.dictionaries(strings, st.integers(0, 2**15 - 1), max_size=2), max_size=2)),
     "topic": st.builds(
-        TopicState, topics, optional(texts), partition_map, partition_map, partition_map,
-        st.dictionaries(st.just("min.insync.replicas") | texts, st.sampled_from(["2", "-1", "x"]) | texts,
+        TopicState, topics, optional(strings), partition_map, partition_map, partition_map,
+        st.dictionaries(st.just("min.insync.replicas") | strings, st.sampled_from(["2", "-1", "x"]) | strings,
                         max_size=2), small),
     "partition": st.builds(PartitionState, topics, st.integers(0, 3), st.integers(-2, 4), small, broker_ids, small,
                            st.integers(0, 1), small),
     "reassignment": st.builds(
-        ReassignmentState, st.dictionaries(st.sampled_from(["t:0", "orders:1"]) | texts, broker_ids, max_size=2)),
-    "preferred_election": st.builds(PreferredElectionState, st.lists(texts, max_size=3).map(tuple)),
+        ReassignmentState, st.dictionaries(st.sampled_from(["t:0", "orders:1"]) | strings, broker_ids, max_size=2)),
+    "preferred_election": st.builds(PreferredElectionState, st.lists(strings, max_size=3).map(tuple)),
     "topic_deletion": st.builds(TopicDeletionState, topics),
-    "isr_change": st.builds(IsrChangeState, st.lists(texts, max_size=3).map(tuple)),
+    "isr_change": st.builds(IsrChangeState, st.lists(strings, max_size=3).map(tuple)),
     "group": st.builds(
         GroupState, st.sampled_from("gh"), st.sampled_from([*GROUP_STATES, "Unknown"]), st.integers(-1, 20),
-        texts, texts, optional(texts),
-        st.lists(st.builds(GroupMember, texts, texts, texts, optional(texts),
-                           st.lists(texts, max_size=2).map(tuple)), max_size=2).map(tuple),
-        optional(st.integers(-1, 4)), texts, optional(millis),
+        strings, strings, optional(strings),
+        st.lists(st.builds(GroupMember, strings, strings, strings, optional(strings),
+                           st.lists(strings, max_size=2).map(tuple)), max_size=2).map(tuple),
+        optional(st.integers(-1, 4)), strings, optional(millis),
         st.dictionaries(topics, st.builds(TopicLag, millis, optional(st.floats(0, 1e9)),
                                           st.dictionaries(st.integers(0, 3), millis, max_size=2)), max_size=2),
         st.sampled_from(["admin", "offsets"])),
-    "snapshot_begin": st.builds(SnapshotMarker, st.sampled_from(["s1", "s2"]), texts, small, optional(millis)),
+    "snapshot_begin": st.builds(SnapshotMarker, st.sampled_from(["s1", "s2"]), strings, small, optional(millis)),
 }
 STATES["snapshot_end"] = STATES["snapshot_begin"]
 IDENTITY: dict[str, Any] = {   # kind -> the entity id's parts, from the state
@@ -103,14 +104,14 @@ def events(draw: st.DrawFn, kinds: tuple[str, ...] = KINDS) -> Event:
     return Event(cluster=draw(st.sampled_from(["c1", "c2"])), source="groups" if kind == "group" else "zk",
                  kind=kind, entity=entity_key(kind, *IDENTITY.get(kind, lambda s: ())(state)), op=op,
                  observed_ms=draw(millis), data=None if op == "delete" else state, zxid=draw(optional(millis)),
-                 znode=draw(optional(st.builds(ZnodeMeta, texts, millis, small, millis, small))),
+                 znode=draw(optional(st.builds(ZnodeMeta, strings, millis, small, millis, small))),
                  snapshot_id=draw(optional(st.sampled_from(["s1", "s2"]))))
 
 
 # ------------------------------------------------------------------ one value made hostile
 
 JsonPath = tuple[Any, ...]
-surrogate = texts.map(lambda s: s + "\ud800")   # what JSON's "\ud800" escape decodes to
+surrogate = strings.map(lambda s: s + "\ud800")   # what JSON's "\ud800" escape decodes to
 
 
 def places(doc: Any, at: JsonPath = ()) -> list[tuple[JsonPath, Any]]:
@@ -221,7 +222,7 @@ def test_a_batch_with_bad_events_is_counted_and_every_family_still_renders(data:
     good = data.draw(st.lists(events(), min_size=1, max_size=8))
     bad = [(key_of(e), data.draw(poisoned(wire(e)))) for e in data.draw(st.lists(st.sampled_from(good), max_size=4))]
     with tempfile.TemporaryDirectory() as d:
-        holder = SnapshotHolder()
+        holder = LatestPublished()
         driver = ViewDriver(RecordLog(Path(d)), history(Path(d)), holder, ViewOptions(detail="all"), EVENTS_TOPIC)
         offsets = itertools.count()
         states: dict[str, str | None] = {}
@@ -241,8 +242,8 @@ def test_a_batch_with_bad_events_is_counted_and_every_family_still_renders(data:
     assert counted == expected_malformed >= len(bad)
 
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | texts | surrogate,
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | strings | surrogate,
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(strings, inner, max_size=3),
                            max_leaves=12)
 field_names = st.sampled_from(sorted({f for cls in (Event, *STATE_TYPES.values())
                                       for f in cls.__dataclass_fields__}))
@@ -339,7 +340,7 @@ def test_a_poisoned_state_store_record_is_dropped_counted_and_rebuilt() -> None:
     out = fold("c1/partition:t:0", record_to_json(poisoned_record()), [(0, 3, encode(event).decode())])
     assert "PartitionState.isr" in out["dropped_state"]
     assert record_from_json(out["record"]).state == event.data and out["malformed"] == {}
-    holder = SnapshotHolder()
+    holder = LatestPublished()
     with tempfile.TemporaryDirectory() as d:
         driver = ViewDriver(RecordLog(Path(d)), history(Path(d)), holder, ViewOptions(), EVENTS_TOPIC)
         driver.on_batch(0, *driver_batch([out]), started=0.0)
@@ -356,7 +357,7 @@ def test_a_poisoned_record_log_does_not_stop_the_restart_and_is_counted(tmp_path
     loaded = RecordLog(tmp_path).load()
     assert loaded.records == {"c1/controller": CONTROLLER}
     assert loaded.dropped == {"c1": 3, "unknown": 2}
-    holder = SnapshotHolder()
+    holder = LatestPublished()
     ViewDriver(RecordLog(tmp_path), history(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
     series = scrape(holder)
     assert series[("kmon_malformed_total", frozenset({"cluster": "c1", "source": "unknown"}.items()))] == 3
@@ -380,7 +381,7 @@ def test_decode_s_fast_path_accepts_nothing_the_checked_path_refuses(data: st.Da
     for cls, raw in ((STATE_TYPES[event.kind], doc.get("data")), (ZnodeMeta, doc.get("znode")),
                      (Event, {**doc, "data": None})):
         try:
-            fast = kmon.events._fast(cls)(raw)
+            fast = kmon.codec._fast(cls)(raw)
         except Exception:
             continue   # refused: from_plain asks the checked path, which decides
-        assert kmon.events._checked(cls, raw) == fast
+        assert kmon.codec._checked(cls, raw) == fast

@@ -5,8 +5,9 @@ from typing import Mapping
 
 import pytest
 
-from kmon.events import (ControllerState, Event, GroupMember, GroupState, MalformedEvent,
-                         PartitionState, SnapshotMarker, TopicLag, TopicState, ZnodeMeta, decode, encode)
+from kmon.codec import decode, encode
+from kmon.events import (ControllerState, Event, GroupMember, GroupState, MalformedEvent, PartitionState,
+                         SnapshotMarker, TopicLag, TopicState, ZnodeMeta)
 from streaming.history import transitions
 from streaming.records import (Applied, EntityRecord, apply_event, record_from_json,
                                record_to_json)

@@ -9,8 +9,8 @@ import pytest
 
 from kmon.events import EVENTS_TOPIC
 from streaming.driver import Persisted, ViewDriver
+from streaming.published import LatestPublished
 from streaming.record_log import RecordLog
-from streaming.snapshot import SnapshotHolder
 from streaming.view_thread import ViewsFailed, ViewThread
 from streaming.views import ViewOptions
 from tests.unit.test_driver import batch, controller_row, history
@@ -23,7 +23,7 @@ WAIT_S = 30.0   # a bound for a wait that ends at once when the code is right
 class HeldDriver(ViewDriver):
     """A driver whose present() waits for ``release`` and records which batches it was given."""
 
-    def __init__(self, directory: Path, holder: SnapshotHolder):
+    def __init__(self, directory: Path, holder: LatestPublished):
         super().__init__(RecordLog(directory), history(directory), holder, ViewOptions(), EVENTS_TOPIC)
         self.release = threading.Event()
         self.entered = threading.Event()
@@ -38,7 +38,7 @@ class HeldDriver(ViewDriver):
 
 @pytest.fixture
 def held(tmp_path: Path):
-    holder = SnapshotHolder()
+    holder = LatestPublished()
     driver = HeldDriver(tmp_path, holder)
     views = ViewThread(driver, max_behind=2)
     views.start()
@@ -98,7 +98,7 @@ def test_a_failure_of_the_views_fails_the_next_batch(tmp_path: Path) -> None:
         def present(self, batches: Sequence[Persisted]) -> None:
             raise ValueError("a bug")
 
-    driver = Broken(RecordLog(tmp_path), history(tmp_path), SnapshotHolder(), ViewOptions(), EVENTS_TOPIC)
+    driver = Broken(RecordLog(tmp_path), history(tmp_path), LatestPublished(), ViewOptions(), EVENTS_TOPIC)
     views = ViewThread(driver)
     views.start()
     try:
@@ -114,7 +114,7 @@ def test_a_failure_of_the_views_fails_the_next_batch(tmp_path: Path) -> None:
 
 
 def test_presenting_batches_together_equals_presenting_them_in_turn(tmp_path: Path) -> None:
-    apart, together = SnapshotHolder(), SnapshotHolder()
+    apart, together = LatestPublished(), LatestPublished()
     one = ViewDriver(RecordLog(tmp_path / "a"), history(tmp_path / "a"), apart, ViewOptions(), EVENTS_TOPIC)
     two = ViewDriver(RecordLog(tmp_path / "b"), history(tmp_path / "b"), together, ViewOptions(), EVENTS_TOPIC)
     for batch_id, broker in ((1, 1), (2, 2), (3, 1)):

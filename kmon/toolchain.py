@@ -1,4 +1,5 @@
-"""Where the installed parts live (see deploy/install.sh, which puts them there).
+"""Where the installed parts live (see deploy/install.sh, which puts them there): the Kafka jars and
+servers the local stack runs, and Spark's Kafka source jars `kmon stream` gives Spark.
 
 Each part is looked up when it is used, so `kmon stream` does not need Prometheus
 installed, nor `kmon stack` the Spark jars; a missing part fails with the fix.

@@ -10,24 +10,24 @@ from streaming.views.exposition import Exposition
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class Published:
     """What scrapes read: the exposition rendered after the latest batch, and the statistics
     it was rendered with."""
     exposition: Exposition
     stats: SelfStats
 
 
-class SnapshotHolder:
-    """The latest Snapshot, swapped whole by the driver and read by scrapes."""
+class LatestPublished:
+    """The latest Published, swapped whole by the driver and read by scrapes."""
 
-    def __init__(self, initial: Snapshot | None = None) -> None:
+    def __init__(self, initial: Published | None = None) -> None:
         self._lock = threading.Lock()
-        self._snapshot = initial or Snapshot(Exposition.empty(), SelfStats())
+        self._latest = initial or Published(Exposition.empty(), SelfStats())
 
-    def set(self, snapshot: Snapshot) -> None:
+    def set(self, published: Published) -> None:
         with self._lock:
-            self._snapshot = snapshot
+            self._latest = published
 
-    def get(self) -> Snapshot:
+    def get(self) -> Published:
         with self._lock:
-            return self._snapshot
+            return self._latest
