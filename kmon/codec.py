@@ -17,7 +17,7 @@ import re
 import types
 import typing
 from dataclasses import fields
-from typing import Annotated, Any, Callable, Literal, Mapping
+from typing import Annotated, Any, Callable, Literal
 
 import orjson
 
