@@ -1,7 +1,9 @@
 """One collector process: the collector, its events publisher and its /metrics + /healthz.
 
-Both collectors (ZooKeeper, consumer groups) run through :func:`running`, in
-``kmon collect``, in ``kmon run`` and in tests.
+Every collector is a :class:`Collector` that publishes to an :class:`EventSink` and counts into
+its Telemetry; a new source is one folder under collectors/ whose collector plugs in here. Both
+today (ZooKeeper, consumer groups) run through :func:`running`, in ``kmon collect``, in
+``kmon run`` and in tests (which may give an in-memory sink instead of the publisher).
 """
 from __future__ import annotations
 
@@ -13,13 +15,21 @@ from typing import Callable, Iterator, Protocol
 
 from collectors.publisher import Publisher, PublisherConfig
 from collectors.telemetry import Telemetry
+from kmon.events import Event
 from kmon.reachability import Reachability
 
 log = logging.getLogger("kmon.collector")
 PLACEMENT_CHECK_S = 2.0   # how often to ask for the two cluster ids until both are known
 
 
+class EventSink(Protocol):
+    """Where a collector's events go: the publisher, or a test's list."""
+    def publish(self, event: Event) -> None: ...
+
+
 class Collector(Protocol):
+    """What every collector is: started, stopped, asked for its health, told to send its whole
+    state again (after the publisher dropped events), asked which cluster it watches."""
     reachability: Reachability   # of the monitored cluster's address
 
     def start(self) -> None: ...

@@ -8,7 +8,7 @@ is out of reach (kmon.reachability).
 
 In-process use::
 
-    collector = GroupsCollector(GroupsConfig(bootstrap_servers="host:9092", cluster="prod"), sink)
+    collector = GroupsCollector(GroupsConfig(bootstrap_servers="host:9092", cluster="prod"), sink, Telemetry("prod"))
     collector.start()
     ...
     collector.stop()   # both loops end, the consumer is closed; the sink stays open
@@ -28,19 +28,20 @@ from collectors.groups.admin_poll import AdminPoller
 from collectors.groups.book import GroupBook
 from collectors.groups.config import GroupsConfig, NameFilter
 from collectors.groups.offsets_reader import OffsetsReader
-from collectors.groups.outputs import Emitter, EventSink
+from collectors.groups.outputs import Emitter
+from collectors.runner import EventSink
 from collectors.telemetry import Telemetry
 from kmon.reachability import MONITORED_BOOTSTRAP, Reachability, keep_probing, tcp_probe
 
-__all__ = ["EventSink", "GroupsCollector", "GroupsConfig", "NameFilter"]
+__all__ = ["GroupsCollector", "GroupsConfig", "NameFilter"]
 
 log = logging.getLogger("kmon.collector.groups")
 
 
 class GroupsCollector:
-    def __init__(self, config: GroupsConfig, sink: EventSink, telemetry: Telemetry | None = None) -> None:
+    def __init__(self, config: GroupsConfig, sink: EventSink, telemetry: Telemetry) -> None:
         self.config = config
-        self.telemetry = telemetry if telemetry is not None else Telemetry(config.cluster)
+        self.telemetry = telemetry
         emitter = Emitter(config.cluster, sink, self.telemetry)
         book = GroupBook()
         # librdkafka reconnects silently and a failed poll may be one broker's: a probe of the

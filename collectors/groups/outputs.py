@@ -1,21 +1,14 @@
-"""Where the collector's output goes: events to a sink, counts to the collectors' telemetry.
-
-The sink is a one-method protocol, so the collector runs in-process with any publisher
-(collectors.publisher.Publisher, a test's in-memory list).
-"""
+"""Where the collector's output goes: events to a sink (collectors.runner.EventSink), counts to
+the collectors' telemetry."""
 from __future__ import annotations
 
 import time
-from typing import Protocol
 
+from collectors.runner import EventSink
 from collectors.telemetry import Telemetry
 from kmon.events import Event, GroupState, entity_key
 
 SOURCE = "groups"
-
-
-class EventSink(Protocol):
-    def publish(self, event: Event) -> None: ...
 
 
 class Emitter:

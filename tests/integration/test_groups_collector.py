@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from collectors.groups.collector import GroupsCollector, GroupsConfig, NameFilter
+from collectors.telemetry import Telemetry
 from kmon.events import Event, GroupState
 from kmon.stack.local import LocalStack
 from tests.support import create_topic, eventually, leave_group, partition_state
@@ -90,7 +91,7 @@ class Scenario:
         """Start a collector of this scenario's group."""
         config = GroupsConfig(bootstrap_servers=self.bootstrap, cluster="test",
                               groups=NameFilter(include=self.group), **settings)
-        self._collectors.append(GroupsCollector(config, self.recorder))
+        self._collectors.append(GroupsCollector(config, self.recorder, Telemetry("test")))
         self._collectors[-1].start()
         if config.read_offsets_topic:  # the history read first, so each new generation is live
             eventually(self._collectors[-1].caught_up, 60, "__consumer_offsets read to its end")

@@ -6,7 +6,7 @@ import json
 import pytest
 from kazoo.protocol.states import ZnodeStat
 
-from collectors.zk.collector import Read, Round, ZkTree, version_gap
+from collectors.zk.tree import Read, Round, ZkTree, version_gap
 from collectors.zk.znodes import ZkPaths
 from kmon.events import ControllerState, Event
 
@@ -52,18 +52,16 @@ class FakeZk:
         return self.nodes[path][4]
 
     def read(self, tree: ZkTree, rnd: Round) -> None:
-        """What ZkCollector._read does, minus watches."""
+        """The reads ZkCollector._read makes, without watches; what each means is the tree's."""
         while batch := rnd.take(100):
             for path in batch:
                 mode = tree.read_mode(path)
                 if mode is Read.IGNORE:
                     continue
+                found = None
                 if path in self.nodes:
-                    if mode is Read.LIST:
-                        tree.on_children(path, self.children(path), self.stat(path).pzxid, rnd)
-                    else:
-                        tree.on_data(path, self.nodes[path][0], self.stat(path), rnd)
-                elif mode in (Read.LIST, Read.WATCH_CREATE):
+                    found = (self.children(path) if mode is Read.LIST else self.nodes[path][0], self.stat(path))
+                if tree.on_read(path, mode, found, rnd):
                     tree.on_absent(path, self.absence_zxid(path), rnd)
 
 
