@@ -23,7 +23,7 @@ def run(partitions: int, detail: str = "unhealthy") -> dict[str, float]:
     def fold(events: Iterable[Event]) -> dict[str, EntityRecord]:
         changed = {}
         for e in events:
-            records[e.message_key], _ = apply_event(records.get(e.message_key), e)
+            records[e.message_key], *_ = apply_event(records.get(e.message_key), e)
             changed[e.message_key] = records[e.message_key]
         return changed
 

@@ -27,16 +27,35 @@ TRANSITION_KINDS: dict[str, str] = {
     "rebalance": "a consumer group completed a rebalance (generation: the new one)",
 }
 
-# exported counter -> the kinds whose rows it counts, so that the two can be held to each
-# other: a counter is the number of rows of its kinds with its labels
-COUNTED: dict[str, tuple[str, ...]] = {
-    "kmon_isr_shrinks_total": ("isr_shrink",),
-    "kmon_isr_expands_total": ("isr_expand",),
-    "kmon_leader_elections_total": ("leader_election", "unclean_leader_election"),
-    "kmon_unclean_leader_elections_total": ("unclean_leader_election",),
-    "kmon_controller_changes_total": ("controller_change",),
-    "kmon_consumer_group_rebalances_total": ("rebalance",),
-}
+class Counted(NamedTuple):
+    """One counted transition, named once: the counter the views export, the key of its count in an
+    entity's record (per broker where ``per_broker``), and the history kinds whose rows it counts,
+    one each. The fold counts from the rows (streaming/records.py), so a counter is the number of
+    rows of its kinds with its labels, by construction."""
+    metric: str
+    key: str
+    kinds: tuple[str, ...]
+    per_broker: bool = False
+
+
+ISR_SHRINKS = "isr_shrinks"
+ISR_EXPANDS = "isr_expands"
+LEADER_ELECTIONS = "leader_elections"
+UNCLEAN_LEADER_ELECTIONS = "unclean_leader_elections"
+CONTROLLER_CHANGES = "controller_changes"
+REBALANCES = "rebalances"
+
+COUNTED: tuple[Counted, ...] = (
+    Counted("kmon_isr_shrinks_total", ISR_SHRINKS, ("isr_shrink",), per_broker=True),
+    Counted("kmon_isr_expands_total", ISR_EXPANDS, ("isr_expand",), per_broker=True),
+    Counted("kmon_leader_elections_total", LEADER_ELECTIONS, ("leader_election", "unclean_leader_election")),
+    Counted("kmon_unclean_leader_elections_total", UNCLEAN_LEADER_ELECTIONS, ("unclean_leader_election",)),
+    Counted("kmon_controller_changes_total", CONTROLLER_CHANGES, ("controller_change",)),
+    Counted("kmon_consumer_group_rebalances_total", REBALANCES, ("rebalance",)),
+)
+# history kind -> the counters one of its rows adds 1 to
+COUNTED_BY_KIND: dict[str, tuple[Counted, ...]] = {
+    kind: tuple(c for c in COUNTED if kind in c.kinds) for kind in {k for c in COUNTED for k in c.kinds}}
 
 
 class Transition(NamedTuple):

@@ -9,7 +9,7 @@ pays that once for hundreds of keys.
 
 Within a bucket each key's rows are folded in Kafka offset order by :func:`fold` with
 :func:`streaming.records.apply_event`, which returns one row describing the key after the batch,
-plus what it saw, for the self-metrics, and the transitions it applied, for the history
+plus what it saw, for the self-metrics, and the transitions it counted, for the history
 (streaming/history.py). Malformed values, and a stored record that no longer decodes, are
 counted and the first reason is returned so the driver can log it with its partition and
 offset; they never fail the query. The step outputs each key's record, and for the whole
@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from kmon.codec import decode, parse_json, to_json
 from kmon.events import MalformedEvent
 from kmon.history import Transition
-from streaming.history import transitions
 from streaming.history_log import table, to_ipc
 from streaming.records import (UNKNOWN_SOURCE, Applied, apply_event, cluster_of, record_from_json,
                                record_to_json)
@@ -64,10 +63,8 @@ def fold(key: str, state: str | None, rows: list[tuple[int, int, str | None]]) -
             malformed.append((int(partition), int(offset), event.source,
                               f"event for {event.cluster}/{event.entity} under key {key}"))
             continue
-        before = record
-        record, applied = apply_event(record, event)
-        if applied is Applied.APPLIED and record is not None:
-            history.extend(transitions(before, record, event))
+        record, applied, told = apply_event(record, event)
+        history.extend(told)
         if applied is Applied.MALFORMED:
             malformed.append((int(partition), int(offset), event.source,
                               f"{event.kind}/{event.op} event does not fit the entity's record"))
@@ -79,7 +76,6 @@ def fold(key: str, state: str | None, rows: list[tuple[int, int, str | None]]) -
     return {
         "key": key,
         "record": record_to_json(record) if record is not None else None,
-        "removed": record is None,
         "cluster": record.cluster if record is not None else cluster_of(key),
         "events": events,
         "malformed": dict(Counter(source for _, _, source, _ in malformed)) if malformed else {},   # source -> bad events

@@ -1,11 +1,10 @@
-"""The history rows of one applied event: pure, beside the counters it must agree with.
+"""The transitions of one applied event, as history rows: pure.
 
-:func:`transitions` compares a key's record before and after an event that
-:func:`streaming.records.apply_event` applied, and names what changed. The counted kinds
-come from the same functions as the counters (streaming/transitions.py), on the same
-states, so that a counter always equals the number of its rows (kmon.history.COUNTED).
-A first observation of an entity that was there before kmon watched (part of a resync
-snapshot) is not a transition, as for the counters.
+:func:`transitions` compares an entity's state before and after an event that
+:func:`streaming.records.apply_event` applies, and names what changed, one row per
+transition; apply_event counts those rows (kmon.history.COUNTED), so that a counter always
+equals the number of its rows. A first observation of an entity that was there before kmon
+watched (part of a resync snapshot) is not a transition.
 """
 from __future__ import annotations
 
@@ -13,17 +12,20 @@ from typing import Any
 
 from kmon.events import BrokerState, ControllerState, Event, GroupState, PartitionState, TopicState
 from kmon.history import Transition
-from streaming.records import EntityRecord
 from streaming.transitions import (controller_transitions, group_transitions, partition_transitions,
                                    saw_every_version)
 
 
-def transitions(before: EntityRecord | None, after: EntityRecord, event: Event) -> list[Transition]:
-    prev = before.state if before is not None and not before.deleted else None
-    new = None if after.deleted else after.state
+def transitions(prev: Any, new: Any, event: Event, first_sight: bool) -> tuple[Transition, ...]:
+    """``prev``/``new``: the entity's state before and after (None: none, or deleted);
+    ``first_sight``: kmon held no record of it at all, not even a deletion's."""
+    if prev is None and new is not None and first_sight and event.snapshot_id is not None:
+        return ()   # first seen in a resync: there before kmon watched
+    return tuple(_rows(prev, new, event))
+
+
+def _rows(prev: Any, new: Any, event: Event) -> list[Transition]:
     base = {"time_ms": event.observed_ms, "cluster": event.cluster, "entity": event.entity, "zxid": event.zxid}
-    if prev is None and new is not None and before is None and event.snapshot_id is not None:
-        return []   # first seen in a resync: there before kmon watched
     if isinstance(new, PartitionState) or isinstance(prev, PartitionState):
         return _partition(prev, new, base, saw_every_version(event))
     if isinstance(new, ControllerState):

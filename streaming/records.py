@@ -4,29 +4,23 @@ Spark groups the events by key; the step (streaming/entity_step.py) sorts a key'
 offset and folds each with :func:`apply_event` into the record its state store keeps (as JSON,
 see :func:`record_to_json`). Counters are absolute and live in the record, so re-applying
 events that were already applied (a replay after a restart, a resync snapshot) never
-counts a transition twice.
+counts a transition twice. An applied event's transitions are named once, as history rows
+(streaming/history.py); its counts are those rows, tallied by kmon.history.COUNTED.
 """
 from __future__ import annotations
 
 import enum
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, NewType, TypeVar
+from typing import Any, Mapping, NamedTuple, NewType, TypeVar
 
 from kmon.codec import decode, from_plain, parse_json, to_json
 from kmon.events import (INT32_MAX, MARKER_KINDS, STATE_TYPES, BrokerId, Event, GroupState, Int64, MalformedEvent,
                          Source, SnapshotMarker)
-from streaming.transitions import (controller_transitions, group_transitions, partition_transitions,
-                                   saw_every_version)
+from kmon.history import COUNTED_BY_KIND, Transition
+from streaming.history import transitions
 
-# Counter names: of the entity (EntityRecord.counters) or per broker (broker_counters).
-ISR_SHRINKS = "isr_shrinks"
-ISR_EXPANDS = "isr_expands"
-LEADER_ELECTIONS = "leader_elections"
-UNCLEAN_LEADER_ELECTIONS = "unclean_leader_elections"
-CONTROLLER_CHANGES = "controller_changes"
-REBALANCES = "rebalances"
-RESYNCS = "resyncs"
+RESYNCS = "resyncs"   # a snapshot marker's counter: no transition of the cluster, no history row
 
 
 K = TypeVar("K")
@@ -72,12 +66,20 @@ class EntityRecord:
     broker_counters: Mapping[str, Mapping[BrokerId, Int64]] = field(default_factory=dict)
 
 
-def apply_event(record: EntityRecord | None, event: Event) -> tuple[EntityRecord | None, Applied]:
-    """Fold one event into its key's record; returns the new record and what happened."""
+class Folded(NamedTuple):
+    """What apply_event made of one event."""
+    record: EntityRecord | None
+    applied: Applied
+    transitions: tuple[Transition, ...] = ()   # what it counted and the history tells, in order
+
+
+def apply_event(record: EntityRecord | None, event: Event) -> Folded:
+    """Fold one event into its key's record; returns the new record, what happened, and the
+    transitions it counted (the history rows)."""
     if not _fits(record, event):
-        return record, Applied.MALFORMED
+        return Folded(record, Applied.MALFORMED)
     if event.kind in MARKER_KINDS:
-        return _apply_marker(record, event)
+        return Folded(*_apply_marker(record, event))
     if record is not None and record.zxid is not None and event.zxid is not None:
         # Only an older event is ignored. An upsert at the record's zxid is a re-read when its
         # state is the record's (_upsert finds it a duplicate); with another state it is newer:
@@ -86,7 +88,7 @@ def apply_event(record: EntityRecord | None, event: Event) -> tuple[EntityRecord
         # half stale, and the read that follows it carries the same zxid. A delete at that zxid
         # removes the state it was read with.
         if event.zxid < record.zxid:
-            return _touch(record, event), Applied.STALE
+            return Folded(_touch(record, event), Applied.STALE)
     if event.op == "delete":
         return _delete(record, event)
     return _upsert(record, event)
@@ -126,38 +128,42 @@ def _touch(record: EntityRecord, event: Event, **changes: Any) -> EntityRecord:
     return copy
 
 
-def _delete(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Applied]:
+def _delete(record: EntityRecord | None, event: Event) -> Folded:
     if record is not None and record.deleted:
-        return _touch(record, event), Applied.DUPLICATE
+        return Folded(_touch(record, event), Applied.DUPLICATE)
     # The tombstone keeps the zxid so an older replayed upsert cannot resurrect the
     # entity; the counters go with the entity.
-    return (_touch(record or _empty(event), event, state=None, counters={}, broker_counters={}, state_since_ms=None,
-                   deleted=True), Applied.APPLIED)
+    told = transitions(record.state if record is not None else None, None, event, first_sight=record is None)
+    return Folded(_touch(record or _empty(event), event, state=None, counters={}, broker_counters={},
+                         state_since_ms=None, deleted=True), Applied.APPLIED, told)
 
 
-def _upsert(record: EntityRecord | None, event: Event) -> tuple[EntityRecord, Applied]:
+def _upsert(record: EntityRecord | None, event: Event) -> Folded:
     live = record if record is not None and not record.deleted else None  # a revival starts afresh
     prev = live.state if live is not None else None
+    told_prev = prev   # what the history compares with, even when the counting starts afresh
     new = event.data
     if isinstance(new, GroupState) and isinstance(prev, GroupState):
         if 0 <= new.generation < prev.generation and _recreated(prev, new, live):
             # its generations restart, as after a delete
             live = prev = None
         elif 0 <= new.generation < prev.generation:
-            return _touch(live, event), Applied.STALE
+            return Folded(_touch(live, event), Applied.STALE)
         else:
             new = _merge_group(prev, new)
     if live is not None and prev == new:
-        return _touch(live, event), Applied.DUPLICATE
-    increments, per_broker = _increments(event, prev, new)
+        return Folded(_touch(live, event), Applied.DUPLICATE)
+    told = transitions(told_prev, new, event, first_sight=record is None)
+    increments, per_broker = _tally(told)
     counters = _add(live.counters if live is not None else {}, increments)
     broker_counters = live.broker_counters if live is not None else {}
     if per_broker:
         broker_counters = {**broker_counters, **{name: _add(broker_counters.get(name, {}), by_broker)
                                                  for name, by_broker in per_broker.items()}}
-    return _touch(record or _empty(event), event, kind=event.kind, source=event.source, state=new, counters=counters,
-                  broker_counters=broker_counters, state_since_ms=_state_since(prev, new, live, event),
-                  deleted=False), Applied.APPLIED
+    return Folded(_touch(record or _empty(event), event, kind=event.kind, source=event.source, state=new,
+                         counters=counters, broker_counters=broker_counters,
+                         state_since_ms=_state_since(prev, new, live, event), deleted=False),
+                  Applied.APPLIED, told)
 
 
 def _recreated(prev: GroupState, new: GroupState, live: EntityRecord) -> bool:
@@ -188,19 +194,18 @@ def _state_since(prev: Any, new: Any, live: EntityRecord | None, event: Event) -
     return event.observed_ms
 
 
-def _increments(event: Event, prev: Any, new: Any) -> tuple[dict[str, int], dict[str, dict[int, int]]]:
-    """What the event adds to the entity's counters, and to its per-broker counters."""
-    kind = event.kind
-    if kind == "partition":
-        t = partition_transitions(prev, new, saw_every_version(event))
-        per_broker = {name: dict.fromkeys(brokers, 1)
-                      for name, brokers in ((ISR_SHRINKS, t.shrinks), (ISR_EXPANDS, t.expands)) if brokers}
-        return {LEADER_ELECTIONS: int(t.election), UNCLEAN_LEADER_ELECTIONS: int(t.unclean)}, per_broker
-    if kind == "controller":
-        return {CONTROLLER_CHANGES: controller_transitions(prev, new)}, {}
-    if kind == "group":
-        return {REBALANCES: group_transitions(prev, new)}, {}
-    return {}, {}
+def _tally(told: tuple[Transition, ...]) -> tuple[dict[str, int], dict[str, dict[int, int]]]:
+    """What the transitions add to the entity's counters, and to its per-broker counters."""
+    counts: dict[str, int] = {}
+    per_broker: dict[str, dict[int, int]] = {}
+    for row in told:
+        for counted in COUNTED_BY_KIND.get(row.kind, ()):
+            if counted.per_broker:
+                by_broker = per_broker.setdefault(counted.key, {})
+                by_broker[row.broker] = by_broker.get(row.broker, 0) + 1
+            else:
+                counts[counted.key] = counts.get(counted.key, 0) + 1
+    return counts, per_broker
 
 
 def _add(counters: Mapping[K, int], increments: Mapping[K, int]) -> dict[K, int]:

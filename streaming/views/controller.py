@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from kmon.events import ControllerState
-from streaming.records import CONTROLLER_CHANGES
+from kmon.history import CONTROLLER_CHANGES
 from streaming.transitions import NO_LEADER
 from streaming.views.cluster import ClusterModel
 from streaming.views.exposition import Sample, Text, render

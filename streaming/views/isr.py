@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from streaming.records import ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, UNCLEAN_LEADER_ELECTIONS
+from kmon.history import ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, UNCLEAN_LEADER_ELECTIONS
 from streaming.views.cluster import ClusterModel, Partition, SplitTally
 from streaming.views.exposition import Rows, Sample, Text, joined, render
 

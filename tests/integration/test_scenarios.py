@@ -17,7 +17,8 @@ from kmon.metrics import CATALOG
 from kmon.monitor import COLLECTORS, MonitorOptions, collector_argv
 from kmon.stack.local import LocalStack
 from kmon.stack.process import free_port
-from streaming.records import CONTROLLER_CHANGES, apply_event
+from kmon.history import CONTROLLER_CHANGES
+from streaming.records import apply_event
 from tests.conftest import monitored_stack
 from tests.support import (assigned_replicas, create_topic, eventually, events_on, leave_group, metrics, never,
                            partition_state, value)
@@ -140,7 +141,7 @@ def test_2_controller_killed_is_replaced_and_repeated_kills_flap(mon: LocalStack
     assert mon.state
     for event in [e for e in events_on(mon.state.events_bootstrap_servers, EVENTS_TOPIC)
                   if (e.cluster, e.entity) == (CLUSTER, "controller")]:
-        record, _ = apply_event(record, event)
+        record, *_ = apply_event(record, event)
     assert record is not None
     eventually(lambda: v(mon, "kmon_controller_changes_total") == record.counters.get(CONTROLLER_CHANGES, 0), 30,
                "controller changes equal to the changes on the events topic")
@@ -495,12 +496,13 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
     def disagreements() -> list[str]:
         exported = metrics(mon.state.stream_port)   # type: ignore[union-attr]
         history = rows()
+        kinds = {c.metric: c.kinds for c in COUNTED}
         out = []
         for (name, label_set), n in exported.items():
             labels = dict(label_set)
-            if name not in COUNTED or labels.pop("cluster") != CLUSTER:
+            if name not in kinds or labels.pop("cluster") != CLUSTER:
                 continue
-            count = sum(1 for t in history if t.kind in COUNTED[name]
+            count = sum(1 for t in history if t.kind in kinds[name]
                         and all(str(getattr(t, k)) == x for k, x in labels.items()))
             if count != n:
                 out.append(f"{name}{labels}: exported {n}, in the history {count}")
@@ -657,7 +659,7 @@ def test_13_two_collectors_of_each_kind_count_every_transition_once(mon: LocalSt
         record = None
         for event in [e for e in events_on(mon.state.events_bootstrap_servers, EVENTS_TOPIC)
                       if (e.cluster, e.entity) == (ha, "controller")]:
-            record, _ = apply_event(record, event)
+            record, *_ = apply_event(record, event)
         assert record is not None and controller_changes(ha) == record.counters.get(CONTROLLER_CHANGES, 0)
     finally:
         for m in members:

@@ -51,7 +51,7 @@ def test_a_state_that_does_not_parse_is_dropped_counted_and_rebuilt():
 def test_a_bucket_with_nothing_to_hold_has_no_state():
     state, out = fold_bucket(None, [("c1/partition:t:0", 0, 1, "not json"), ("c1/controller", 0, 2, None)])
     assert state is None
-    assert [row["removed"] for row in out] == [True, True]
+    assert [row["record"] for row in out] == [None, None]
     assert out[0]["malformed"] == {"unknown": 1}
 
 

@@ -8,7 +8,6 @@ import pytest
 from kmon.codec import decode, encode
 from kmon.events import (ControllerState, Event, GroupMember, GroupState, MalformedEvent, PartitionState,
                          SnapshotMarker, TopicLag, TopicState, ZnodeMeta)
-from streaming.history import transitions
 from streaming.records import (Applied, EntityRecord, apply_event, record_from_json,
                                record_to_json)
 
@@ -39,7 +38,7 @@ def marker(kind: str, snapshot_id: str, at: int, begun_ms: int | None = None) ->
 def fold(events, record: EntityRecord | None = None) -> tuple[EntityRecord | None, list[Applied]]:
     outcomes = []
     for e in events:
-        record, applied = apply_event(record, e)
+        record, applied, _ = apply_event(record, e)
         outcomes.append(applied)
     return record, outcomes
 
@@ -72,7 +71,7 @@ def test_replaying_the_same_events_never_counts_twice():
 
 def test_equal_state_at_a_newer_zxid_changes_nothing_but_the_bookkeeping():
     rec, _ = fold(LEADER_MOVES)
-    rec2, applied = apply_event(rec, part_event(20, 2, (2, 3), at=5000))
+    rec2, applied, _ = apply_event(rec, part_event(20, 2, (2, 3), at=5000))
     assert applied is Applied.DUPLICATE
     assert counts(rec2) == LEADER_MOVES_COUNTS and rec2.zxid == 20 and rec2.last_observed_ms == 5000
 
@@ -92,58 +91,58 @@ def test_an_election_after_states_kmon_did_not_see_counts_but_is_not_unclean(mis
     coalesced, or while the collector was away: its last seen ISR (1) does not show it."""
     start, _ = fold([part_event(1, 1, (1, 2)), part_event(2, 1, (1,))])
     event = dataclasses.replace(part_event(4, 2, (2,)), **missed)
-    rec, _ = fold([event], start)
+    rec, _, told = apply_event(start, event)
     assert rec.counters["leader_elections"] == 1 and "unclean_leader_elections" not in rec.counters
-    assert [t.kind for t in transitions(start, rec, event)] == ["isr_shrink", "isr_expand", "leader_election"]
+    assert [t.kind for t in told] == ["isr_shrink", "isr_expand", "leader_election"]
     rec, _ = fold([part_event(4, 2, (2,))], start)   # every version seen: unclean
     assert rec.counters["unclean_leader_elections"] == 1
 
 
 def test_duplicate_in_a_snapshot_records_the_snapshot_id():
     rec, _ = fold(FOLLOWER_DIES)
-    rec2, applied = apply_event(rec, part_event(12, 1, (1, 2, 3), snapshot_id="s2"))
+    rec2, applied, _ = apply_event(rec, part_event(12, 1, (1, 2, 3), snapshot_id="s2"))
     assert applied is Applied.DUPLICATE and rec2.snapshot_id == "s2"
 
 
 def test_delete_keeps_a_tombstone_without_counters():
     rec, _ = fold(LEADER_MOVES)
     assert counts(rec) == LEADER_MOVES_COUNTS
-    rec, applied = apply_event(rec, part_event(14, 0, (), op="delete"))
+    rec, applied, _ = apply_event(rec, part_event(14, 0, (), op="delete"))
     assert applied is Applied.APPLIED
     assert rec.deleted and rec.state is None and counts(rec) == ({}, {}) and rec.zxid == 14
 
 
 def test_delete_at_the_records_zxid_still_deletes():
     rec, _ = fold(FOLLOWER_DIES)
-    rec, applied = apply_event(rec, part_event(12, 0, (), op="delete"))
+    rec, applied, _ = apply_event(rec, part_event(12, 0, (), op="delete"))
     assert applied is Applied.APPLIED and rec.deleted
 
 
 def test_older_delete_is_stale_and_repeated_delete_a_duplicate():
     rec, _ = fold(FOLLOWER_DIES)
     assert apply_event(rec, part_event(5, 0, (), op="delete"))[1] is Applied.STALE
-    tomb, _ = apply_event(rec, part_event(13, 0, (), op="delete"))
+    tomb, _, _ = apply_event(rec, part_event(13, 0, (), op="delete"))
     assert apply_event(tomb, part_event(14, 0, (), op="delete"))[1] is Applied.DUPLICATE
 
 
 def test_stale_replay_after_delete_does_not_resurrect():
     rec, _ = fold(FOLLOWER_DIES + [part_event(13, 0, (), op="delete")])
     for old in FOLLOWER_DIES:
-        again, applied = apply_event(rec, old)
+        again, applied, _ = apply_event(rec, old)
         assert applied is Applied.STALE and again.deleted and again.state is None
 
 
 def test_recreate_after_delete_starts_afresh():
     rec, _ = fold(LEADER_MOVES + [part_event(14, 0, (), op="delete")])
-    rec, applied = apply_event(rec, part_event(15, 4, (4,)))   # nothing counted against (2,3)
+    rec, applied, _ = apply_event(rec, part_event(15, 4, (4,)))   # nothing counted against (2,3)
     assert applied is Applied.APPLIED
     assert not rec.deleted and counts(rec) == ({}, {}) and rec.state.leader == 4
-    rec, _ = apply_event(rec, part_event(16, 4, (4, 2)))       # and counted from zero again
+    rec, _, _ = apply_event(rec, part_event(16, 4, (4, 2)))       # and counted from zero again
     assert counts(rec) == ({}, {"isr_expands": {2: 1}})
 
 
 def test_delete_of_an_unknown_entity_guards_against_older_upserts():
-    rec, applied = apply_event(None, part_event(13, 0, (), op="delete"))
+    rec, applied, _ = apply_event(None, part_event(13, 0, (), op="delete"))
     assert applied is Applied.APPLIED and rec.deleted
     assert apply_event(rec, part_event(12, 1, (1,)))[1] is Applied.STALE
 
@@ -178,7 +177,7 @@ def test_a_new_state_at_the_records_zxid_is_applied():
 ])
 def test_events_that_do_not_fit_the_record_are_malformed(event):
     rec, _ = fold(FOLLOWER_DIES)
-    assert apply_event(rec, event) == (rec, Applied.MALFORMED)
+    assert apply_event(rec, event) == (rec, Applied.MALFORMED, ())
 
 
 # ------------------------------------------------------------------ groups
@@ -191,10 +190,10 @@ def test_group_generation_steps_incl_skipped():
 
 def test_group_lower_generation_is_stale_same_generation_updates():
     rec, _ = fold([group_event(5), group_event(6)])
-    rec2, applied = apply_event(rec, group_event(5, state="PreparingRebalance"))
+    rec2, applied, _ = apply_event(rec, group_event(5, state="PreparingRebalance"))
     assert applied is Applied.STALE and rec2.state == rec.state
     members = (GroupMember("m1", "c", "h"),)
-    rec3, applied = apply_event(rec, group_event(6, members=members))
+    rec3, applied, _ = apply_event(rec, group_event(6, members=members))
     assert applied is Applied.APPLIED and rec3.state.members == members
     assert rec3.counters == {"rebalances": 1}
 
@@ -203,9 +202,9 @@ def test_group_state_since_follows_the_group_state():
     rec, _ = fold([group_event(5, state="Stable", at=1000), group_event(5, state="Stable", at=2000,
                                                                            lag={"t": TopicLag(3, None)})])
     assert rec.state_since_ms == 1000
-    rec, _ = apply_event(rec, group_event(5, state="PreparingRebalance", at=3000))
+    rec, _, _ = apply_event(rec, group_event(5, state="PreparingRebalance", at=3000))
     assert rec.state_since_ms == 3000
-    rec, _ = apply_event(rec, group_event(6, state="Stable", at=4000, state_since_ms=3500))
+    rec, _, _ = apply_event(rec, group_event(6, state="Stable", at=4000, state_since_ms=3500))
     assert rec.state_since_ms == 3500
 
 
@@ -264,20 +263,20 @@ def test_snapshot_in_progress_keeps_the_completed_one():
                    marker("snapshot_begin", "s2", 300)])
     assert rec.kind == "snapshot_begin" and rec.state.snapshot_id == "s2"
     assert (rec.snapshot_id, rec.state_since_ms) == ("s1", 100)
-    rec, _ = apply_event(rec, marker("snapshot_end", "s2", 400))
+    rec, _, _ = apply_event(rec, marker("snapshot_end", "s2", 400))
     assert (rec.snapshot_id, rec.state_since_ms, rec.counters["resyncs"]) == ("s2", 300, 2)
 
 
 def test_end_marker_whose_begin_was_compacted_away_uses_its_begun_time():
-    rec, applied = apply_event(None, marker("snapshot_end", "s1", 200, begun_ms=150))
+    rec, applied, _ = apply_event(None, marker("snapshot_end", "s1", 200, begun_ms=150))
     assert applied is Applied.APPLIED
     assert (rec.snapshot_id, rec.state_since_ms, rec.counters["resyncs"]) == ("s1", 150, 1)
 
 
 def test_end_marker_without_its_begin_is_malformed():
-    assert apply_event(None, marker("snapshot_end", "s1", 200)) == (None, Applied.MALFORMED)
-    rec, _ = apply_event(None, marker("snapshot_begin", "s1", 100))
-    assert apply_event(rec, marker("snapshot_end", "s0", 200)) == (rec, Applied.MALFORMED)
+    assert apply_event(None, marker("snapshot_end", "s1", 200)) == (None, Applied.MALFORMED, ())
+    rec, _, _ = apply_event(None, marker("snapshot_begin", "s1", 100))
+    assert apply_event(rec, marker("snapshot_end", "s0", 200)) == (rec, Applied.MALFORMED, ())
 
 
 # ------------------------------------------------------------------ JSON form
