@@ -27,10 +27,10 @@ from kazoo.exceptions import NoNodeError
 
 from bench.harness import check_alive, kmon_argv, local_stack, process
 from bench.measure import metric_sum, percentile, wait
-from kmon.monitor import MonitorOptions
-from kmon.stack import configs
-from kmon.stack.local import LocalStack
-from kmon.stack.process import Spawned, free_port
+from cli.monitor import MonitorOptions
+from stack import configs
+from stack.local import LocalStack
+from stack.process import Spawned, free_port
 
 BROKERS = 3
 KINDS = ("follower", "leader", "controller")

@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.harness import check_alive, kmon_argv, local_stack, process
 from bench.measure import cpu_seconds, descendants, wait
 from kmon.events import EVENTS_TOPIC
-from kmon.stack.process import free_port
+from stack.process import free_port
 
 WARMUP_S = 15.0   # the query's first batches and the workers' start are not idle
 

@@ -25,8 +25,8 @@ from bench.synthetic import Shape
 from collectors.zk.collector import READ_CHUNK
 from collectors.zk.znodes import ZkPaths
 from kmon.events import entity_key
-from kmon.stack.local import LocalStack
-from kmon.stack.process import free_port
+from stack.local import LocalStack
+from stack.process import free_port
 
 CLUSTER = "bench"
 

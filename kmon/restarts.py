@@ -1,7 +1,7 @@
 """The pause before a process that died unasked is started again (pure).
 
 Shared by the two supervisors: `kmon collect`'s around its collector child
-(collectors/supervise.py) and `kmon run`'s around the parts of the monitor (kmon/stack/keeper.py).
+(cli/supervise.py) and `kmon run`'s around the parts of the monitor (stack/keeper.py).
 """
 from __future__ import annotations
 

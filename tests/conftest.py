@@ -8,8 +8,8 @@ from typing import Iterator
 
 import pytest
 
-from kmon.monitor import MonitorOptions, start_monitor
-from kmon.stack.local import LocalStack, StackRequest
+from cli.monitor import MonitorOptions, start_monitor
+from stack.local import LocalStack, StackRequest
 from kmon.toolchain import Toolchain, find_toolchain
 
 

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kmon.codec import decode, encode
 from kmon.events import Event, MalformedEvent, PartitionState, ZnodeMeta, entity_key
-from kmon.stack.local import LocalStack
+from stack.local import LocalStack
 
 T = TypeVar("T")
 

@@ -27,10 +27,10 @@ from bench.measure import metric_sum, wait
 from bench.peers import cost, faults, report
 from bench.peers.parts import KAFKA_CLUSTER, burrow, get_json, jmx_agent_option, peer_tools, prometheus
 from bench.peers.watch import Recorder
-from kmon.monitor import MonitorOptions, start_monitor
-from kmon.stack import configs
-from kmon.stack.local import LocalStack, StackRequest
-from kmon.stack.process import free_port
+from cli.monitor import MonitorOptions, start_monitor
+from stack import configs
+from stack.local import LocalStack, StackRequest
+from stack.process import free_port
 from kmon.toolchain import find_toolchain
 
 BROKERS = 3

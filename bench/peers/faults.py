@@ -24,7 +24,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from bench.measure import wait as _measure_wait
 from bench.peers.watch import HEALTHY, KMON, Recorder
-from kmon.stack.local import LocalStack
+from stack.local import LocalStack
 
 HOLD_S = 30.0          # a fault stays at least this long after Kafka itself noticed it: both rule sets' `for:`
 STALL_S = 11.0         # SIGSTOP: past replica.lag.time.max.ms (5 s), short of the session timeout (18 s; see PROFILE)

@@ -23,9 +23,9 @@ from typing import Callable, Iterator
 import yaml
 
 from bench.harness import process
-from kmon.stack import configs
-from kmon.stack.local import LocalStack
-from kmon.stack.process import Spawned, free_port, wait_until
+from stack import configs
+from stack.local import LocalStack
+from stack.process import Spawned, free_port, wait_until
 
 HERE = Path(__file__).parent
 JMX_RULES = HERE / "jmx-exporter.yaml"

@@ -1,7 +1,7 @@
 """``kmon collect groups``: the consumer-group collector's own flags and its config.
 
 The flags every collector shares (cluster, events topic, metrics port, buffer) and the
-process around the collector (publisher, telemetry, signals) belong to ``collectors.cli``.
+process around the collector (publisher, telemetry, signals) belong to ``cli.collect``.
 """
 from __future__ import annotations
 

@@ -26,9 +26,9 @@ from typing import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kmon.stack.local import StackState
-from kmon.stack.owner import holder
-from kmon.stack.process import cmdline, pid_alive
+from stack.local import StackState
+from stack.owner import holder
+from stack.process import cmdline, pid_alive
 from tests.support import eventually, metrics
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 from collectors.groups.collector import GroupsCollector, GroupsConfig, NameFilter
 from collectors.telemetry import Telemetry
 from kmon.events import Event, GroupState
-from kmon.stack.local import LocalStack
+from stack.local import LocalStack
 from tests.support import create_topic, eventually, leave_group, partition_state
 
 pytestmark = pytest.mark.integration

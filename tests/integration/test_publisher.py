@@ -16,7 +16,7 @@ import pytest
 from collectors.publisher import Publisher, PublisherConfig
 from collectors.telemetry import Telemetry
 from kmon.events import ControllerState, Event
-from kmon.stack.local import LocalStack
+from stack.local import LocalStack
 from tests.support import eventually, events_on
 
 pytestmark = pytest.mark.integration

@@ -14,9 +14,9 @@ from confluent_kafka import Consumer, ElectionType, TopicPartition
 
 from kmon.events import EVENTS_TOPIC
 from kmon.metrics import CATALOG
-from kmon.monitor import COLLECTORS, MonitorOptions, collector_argv
-from kmon.stack.local import LocalStack
-from kmon.stack.process import free_port
+from cli.monitor import COLLECTORS, MonitorOptions, collector_argv
+from stack.local import LocalStack
+from stack.process import free_port
 from kmon.history import CONTROLLER_CHANGES
 from streaming.records import apply_event
 from tests.conftest import monitored_stack
@@ -448,7 +448,7 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
 
     from dashboards.catalog import load_all, queries_for_prometheus
     from kmon.history import COUNTED, Transition, order_key
-    from kmon.monitor import checkpoint_dir
+    from cli.monitor import checkpoint_dir
     from streaming.paths import history_dir
     from streaming.history_log import files, read
     assert mon.state
@@ -555,7 +555,7 @@ def test_12_a_restarted_groups_collector_does_not_revive_a_deleted_group(mon: Lo
     """A restarted groups collector re-reads __consumer_offsets from its beginning, where
     s5-group's generations come before its deletion (test_5): the group stays deleted, and
     none of its rebalances is counted or written again."""
-    from kmon.monitor import checkpoint_dir
+    from cli.monitor import checkpoint_dir
     from streaming.paths import history_dir
     from streaming.history_log import files, read
 

@@ -14,8 +14,8 @@ from typing import Iterator
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from kmon.stack.local import LocalStack
-from kmon.stack.secure import SecureFiles
+from stack.local import LocalStack
+from stack.secure import SecureFiles
 from tests.conftest import monitored_stack
 from tests.support import create_topic, eventually, value
 
@@ -42,7 +42,7 @@ def v(stack: LocalStack, name: str, **labels: str) -> float | None:
 
 
 def kmon(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kmon.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
@@ -103,7 +103,7 @@ def test_no_secret_in_logs_help_or_metrics(secure: LocalStack) -> None:
             shown.append(r.read().decode())
     env = {"KMON_MONITORED_KAFKA_SASL_JAAS_CONFIG": f'x.ScramLoginModule required password="{secrets[0]}";'}
     for command in (("collect", "groups"), ("collect", "zk"), ("stream",)):
-        shown.append(subprocess.run([sys.executable, "-m", "kmon.cli", *command, "--help"], capture_output=True,
+        shown.append(subprocess.run([sys.executable, "-m", "cli", *command, "--help"], capture_output=True,
                                     text=True, timeout=60, env={**os.environ, **env}).stdout)
     leaks = [s for s in secrets for text in shown if s in text]
     assert leaks == []

@@ -9,7 +9,7 @@ from typing import Iterator
 import pytest
 from confluent_kafka import Producer
 
-from kmon.stack.local import LocalStack, StackError, StackRequest
+from stack.local import LocalStack, StackError, StackRequest
 from tests.conftest import running_stack
 from tests.support import assigned_replicas, create_topic, eventually, partition_state
 
@@ -75,7 +75,7 @@ def test_second_up_on_a_running_stack_says_so(stack: LocalStack) -> None:
 
 
 def test_cli_status_reports_processes_and_registered_brokers(stack: LocalStack) -> None:
-    out = subprocess.run([sys.executable, "-m", "kmon.cli", "stack", "status", "--dir", str(stack.dir)],
+    out = subprocess.run([sys.executable, "-m", "cli", "stack", "status", "--dir", str(stack.dir)],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "registered brokers: [1, 2, 3]" in out.stdout
@@ -92,7 +92,7 @@ def test_events_cluster_outlives_the_monitored_cluster_and_down_stops_only_what_
             assert stack.state
             events = stack.state.events_bootstrap_servers
             assert events != stack.state.bootstrap_servers
-            out = subprocess.run([sys.executable, "-m", "kmon.cli", "stack", "status", "--dir", str(stack.dir)],
+            out = subprocess.run([sys.executable, "-m", "cli", "stack", "status", "--dir", str(stack.dir)],
                                  capture_output=True, text=True, timeout=60)
             assert f"events cluster (kmon's own: one KRaft node)\n    bootstrap        {events}" in out.stdout
             # the whole monitored cluster dies; kmon's events cluster still takes events
@@ -104,7 +104,7 @@ def test_events_cluster_outlives_the_monitored_cluster_and_down_stops_only_what_
             pids = [c.pid for c in stack.state.components.values()]
             stopped = stack.down(timeout=10)
         assert stopped == ["events"]   # the others were dead already
-        from kmon.stack.process import pid_alive
+        from stack.process import pid_alive
         assert not any(pid_alive(p) for p in pids)
         assert bystander.poll() is None
     finally:

@@ -15,8 +15,8 @@ import pytest
 
 from kmon.codec import encode
 from kmon.events import BrokerState, ControllerState, Event, PartitionState, TopicState
-from kmon.stack.local import LocalStack
-from kmon.stack.process import free_port
+from stack.local import LocalStack
+from stack.process import free_port
 from streaming.app import StreamApp, StreamConfig
 from tests import support
 from tests.support import Events, eventually, metrics
@@ -121,7 +121,7 @@ def stream_process(stack: LocalStack, tmp_path: Path, topic: str, port: int, *fl
     log = tmp_path / "stream.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kmon.cli", "stream", "--bootstrap-servers", stack.state.bootstrap_servers,
+            [sys.executable, "-m", "cli", "stream", "--bootstrap-servers", stack.state.bootstrap_servers,
              "--events-topic", topic, "--checkpoint", str(tmp_path / "checkpoint"), "--metrics-host", "127.0.0.1",
              "--metrics-port", str(port), "--master", "local[1]", *flags],
             stdout=subprocess.DEVNULL, stderr=out, start_new_session=True)

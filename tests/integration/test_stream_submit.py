@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kmon.events import BrokerState, ControllerState, TopicState
-from kmon.stack.local import LocalStack
-from kmon.stack.process import free_port
+from stack.local import LocalStack
+from stack.process import free_port
 from tests.support import Events, eventually, value
 
 pytestmark = pytest.mark.integration

@@ -56,7 +56,7 @@ def start(argv: list[str], tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     stderr = tmp_path / "stderr.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("KMON_")}
     with stderr.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "kmon.cli", *argv], env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "cli", *argv], env=env,
                                 stdout=subprocess.DEVNULL, stderr=out)
     return proc, stderr
 

@@ -46,7 +46,7 @@ def test_the_installed_commands_answer_help(venv: Path) -> None:
 
 def test_the_code_and_the_stack_files_come_from_the_wheel(venv: Path) -> None:
     shown = run(venv, str(venv / "bin" / "python"), "-c",
-                "import kmon, streaming, collectors, dashboards.catalog as d; from kmon.stack import configs as c; "
+                "import kmon, streaming, collectors, dashboards.catalog as d; from stack import configs as c; "
                 "print(kmon.__file__, streaming.__file__, collectors.__file__, d.DASHBOARD_DIR); "
                 "print(c.PROMETHEUS_TEMPLATE.read_text()[:1], (c.RULES_DIR / 'kmon-alerts.yml').is_file(), "
                 "c.ALERTMANAGER_CONFIG.is_file(), len(list(d.DASHBOARD_DIR.glob('*.json'))))").stdout.split("\n")
@@ -58,5 +58,5 @@ def test_the_spark_submit_entry_point_loads_kmon_stream_alone(venv: Path) -> Non
     python = str(venv / "bin" / "python")
     assert "--bootstrap-servers" in run(venv, python, "-m", "streaming.submit", "--help").stdout
     loaded = run(venv, python, "-c", "import sys, streaming.submit; print(sorted(m for m in sys.modules if "
-                 "m.split('.')[0] in ('kazoo', 'grafana_client', 'collectors', 'dashboards') or m == 'kmon.cli'))")
+                 "m.split('.')[0] in ('kazoo', 'grafana_client', 'collectors', 'dashboards', 'cli', 'stack')))")
     assert loaded.stdout.strip() == "[]"

@@ -32,8 +32,8 @@ from collectors.runner import Running, running
 from collectors.zk.collector import ZkCollector, ZkCollectorConfig
 from kmon.codec import decode
 from kmon.events import Event
-from kmon.stack.local import LocalStack
-from kmon.stack.process import free_port
+from stack.local import LocalStack
+from stack.process import free_port
 from tests.conftest import running_stack
 from tests.support import eventually, partition_state
 
@@ -511,7 +511,7 @@ def test_cli_collects_until_sigterm(stack: LocalStack, tmp_path: Path) -> None:
            "KMON_EVENTS_BOOTSTRAP_SERVERS": stack.state.bootstrap_servers}
     log_file = tmp_path / "collector.log"
     with log_file.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "kmon.cli", "collect", "zk", "--events-topic", topic,
+        proc = subprocess.Popen([sys.executable, "-m", "cli", "collect", "zk", "--events-topic", topic,
                                  "--metrics-port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT)
     log = EventLog(stack.state.bootstrap_servers, topic)
     try:
@@ -547,7 +547,7 @@ def test_cli_starts_the_collector_again_when_an_abort_kills_it(stack: LocalStack
     port = free_port()
     log_file = tmp_path / "collector.log"
     with log_file.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "kmon.cli", "collect", "zk", "--zookeeper", stack.state.zk_connect,
+        proc = subprocess.Popen([sys.executable, "-m", "cli", "collect", "zk", "--zookeeper", stack.state.zk_connect,
                                  "--cluster", CLUSTER, "--events-bootstrap-servers", stack.state.bootstrap_servers,
                                  "--events-topic", f"kmon-events-{uuid.uuid4().hex[:8]}", "--metrics-port", str(port)],
                                 stdout=out, stderr=subprocess.STDOUT)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kmon.metrics import known_series_names
-from kmon.stack.configs import prometheus_config
+from stack.configs import prometheus_config
 from tests.tools import duration_s, prometheus_global, required_tool
 
 REPO = Path(__file__).resolve().parents[2]

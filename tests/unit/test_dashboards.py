@@ -24,7 +24,7 @@ from dashboards import catalog
 from dashboards.cli import add_dashboards_parser
 from dashboards.push import DATASOURCE_UID, SCRAPE_INTERVAL, folder_uid, without_userinfo
 from kmon.metrics import CATALOG, GROUP_STATES, known_series_names
-from kmon.stack.configs import PROMETHEUS_TEMPLATE
+from stack.configs import PROMETHEUS_TEMPLATE
 from tests.tools import duration_s, prometheus_global, required_tool
 
 REPO = Path(__file__).resolve().parents[2]

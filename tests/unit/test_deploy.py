@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from kmon.cli import build_parser
+from cli.main import build_parser
 from kmon.config import env_name
 from streaming.app import StreamConfig
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kmon.cli import main
+from cli.main import main
 from kmon.codec import encode
 from kmon.events import BrokerState, ControllerState, Event, GroupMember, GroupState, PartitionState, TopicState
 from kmon.history import (COUNTED, CONTROLLER_CHANGES, ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, REBALANCES,
@@ -366,7 +366,7 @@ def test_follow_prints_new_transitions_until_sigterm(tmp_path: Path):
     log = HistoryLog(tmp_path, "w1", 7)
     log.append(0, [table([Transition(time_ms=int(time.time() * 1000), cluster="c1", kind="topic_created",
                               entity="topic:a", topic="a")])])
-    proc = subprocess.Popen([sys.executable, "-m", "kmon.cli", "history", "--dir", str(tmp_path), "--follow",
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "history", "--dir", str(tmp_path), "--follow",
                              "--json", "--poll-interval", "0.1"], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
@@ -387,7 +387,7 @@ def test_a_reader_that_stops_early_ends_it_quietly(tmp_path: Path):
     now = int(time.time() * 1000)
     HistoryLog(tmp_path, "w1", 7).append(0, [table([Transition(time_ms=now - i, cluster="c1", kind="topic_created",
                                                         entity=f"topic:t{i}", topic=f"t{i}") for i in range(20000)])])
-    proc = subprocess.Popen([sys.executable, "-m", "kmon.cli", "history", "--dir", str(tmp_path)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "history", "--dir", str(tmp_path)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdout.readline().startswith(b"TIME")
     proc.stdout.close()   # as `kmon history | head -1` does

@@ -1,4 +1,4 @@
-"""`kmon run` keeps its own parts alive (kmon/stack/keeper.py), on real processes: a part that
+"""`kmon run` keeps its own parts alive (stack/keeper.py), on real processes: a part that
 dies unasked is started again after its pause, with one line saying how it ended; the monitored
 cluster's brokers and ZooKeeper stay as a user's fault left them."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Iterator
 import pytest
 
 from kmon.restarts import FIRST_PAUSE_S
-from kmon.stack.keeper import Keeper, kept
-from kmon.stack.local import Component, LocalStack, StackState
-from kmon.stack.process import pid_alive
+from stack.keeper import Keeper, kept
+from stack.local import Component, LocalStack, StackState
+from stack.process import pid_alive
 from tests.unit.fakes import Clock
 
 SLEEPER = "import sys, time; time.sleep(60)"

@@ -44,7 +44,7 @@ COMMANDS = readme_commands((ROOT / "README.md").read_text())
 def _kmon() -> list[str]:
     """The `kmon` script of this environment, as the README's user runs it."""
     script = Path(sys.executable).with_name("kmon")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "kmon.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "cli"]
 
 
 def test_the_block_names_the_commands_users_run() -> None:

@@ -1,4 +1,4 @@
-"""One driver per stack directory (kmon/stack/owner.py): a second `kmon run` is refused by name,
+"""One driver per stack directory (stack/owner.py): a second `kmon run` is refused by name,
 and the lock of an owner that died, however it died, blocks nothing."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kmon.stack.owner import Busy, Holder, OwnerLock, holder, parse
+from stack.owner import Busy, Holder, OwnerLock, holder, parse
 
 
 def test_a_second_owner_is_refused_naming_the_first_until_it_lets_go(tmp_path: Path) -> None:
@@ -29,7 +29,7 @@ def test_a_second_owner_is_refused_naming_the_first_until_it_lets_go(tmp_path: P
 
 def test_the_lock_of_a_killed_owner_is_free(tmp_path: Path) -> None:
     owner = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time\nfrom pathlib import Path\nfrom kmon.stack.owner import OwnerLock\n"
+        "import sys, time\nfrom pathlib import Path\nfrom stack.owner import OwnerLock\n"
         f"OwnerLock(Path({str(tmp_path)!r})).acquire('kmon run')\nprint('held', flush=True)\ntime.sleep(60)")],
         stdout=subprocess.PIPE, text=True)
     try:

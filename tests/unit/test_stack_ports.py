@@ -2,7 +2,7 @@
 broker's port cannot be handed to another process's automatic socket while it is down."""
 from pathlib import Path
 
-from kmon.stack.process import FIRST_PICKED_PORT, ephemeral_ports, free_port
+from stack.process import FIRST_PICKED_PORT, ephemeral_ports, free_port
 
 
 def test_picked_ports_are_below_the_ephemeral_range() -> None:

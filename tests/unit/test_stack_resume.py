@@ -1,4 +1,4 @@
-"""What a second `kmon run` in the same directory finds (kmon/stack/local.py): the state file of
+"""What a second `kmon run` in the same directory finds (stack/local.py): the state file of
 this or another kmon, the events node's formatted storage, the ports the servers had."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kmon.stack.local import STATE_FILE, Component, StackError, StackState, _port, formatted_cluster_id, java_error
-from kmon.stack.process import describe_status, port_free
+from stack.local import STATE_FILE, Component, StackError, StackState, _port, formatted_cluster_id, java_error
+from stack.process import describe_status, port_free
 
 
 def _state(tmp_path: Path) -> StackState:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kmon.cli import build_parser
+from cli.main import build_parser
 from streaming.app import OFFSET_RETRY_INTERVAL_S, StreamConfig, kafka_source_options, shuffle_partitions
 from streaming.cli import stream_config
 

@@ -13,7 +13,7 @@ from collectors.groups.cli import add_groups_flags, groups_config
 from collectors.groups.collector import GroupsCollector, GroupsConfig
 from collectors.publisher import PublisherConfig
 from collectors.runner import Running, running
-from collectors.supervise import supervised
+from cli.supervise import supervised
 from collectors.zk.collector import ZkCollector, ZkCollectorConfig
 from kmon import config
 from kmon.client_config import ZK_ENV_PREFIX, ClientConfigError, KafkaClientProperties, ZooKeeperClientProperties

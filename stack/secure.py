@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from kmon.stack.configs import properties
+from stack.configs import properties
 
 MECHANISM = "SCRAM-SHA-512"
 USERS = ("admin", "kmon")            # Kafka (SCRAM): the brokers' own user, the monitor's

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kmon.events import EVENTS_TOPIC
-from kmon.stack.local import LocalStack
+from stack.local import LocalStack
 
 COLLECTORS = ("zk", "groups")
 
@@ -30,7 +30,7 @@ def checkpoint_dir(stack_dir: Path) -> Path:
 
 
 def _kmon(*args: str) -> list[str]:
-    return [sys.executable, "-m", "kmon.cli", *args]
+    return [sys.executable, "-m", "cli", *args]
 
 
 def collector_argv(stack: LocalStack, opts: MonitorOptions, source: str, metrics_port: int) -> list[str]:

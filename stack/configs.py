@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# deploy/ in a checkout (through the kmon/stack/deploy link), the package's copy in a wheel
+# deploy/ in a checkout (through the stack/deploy link), the package's copy in a wheel
 DEPLOY = (Path(__file__).parent / "deploy").resolve()
 PROMETHEUS_TEMPLATE = DEPLOY / "prometheus" / "prometheus.yml.tmpl"
 RULES_DIR = DEPLOY / "prometheus" / "rules"

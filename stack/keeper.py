@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from kmon.restarts import pause_after
-from kmon.stack.local import LocalStack
-from kmon.stack.process import exit_status
+from stack.local import LocalStack
+from stack.process import exit_status
 
 log = logging.getLogger("kmon.run")
 

@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 from kmon import config, logs
-from kmon.monitor import MonitorOptions, checkpoint_dir, start_monitor
+from cli.monitor import MonitorOptions, checkpoint_dir, start_monitor
 from kmon.signals import stop_on_signals
-from kmon.stack.keeper import Keeper
-from kmon.stack.local import LocalStack, StackError, StackRequest, StackState
-from kmon.stack.owner import holder
-from kmon.stack.process import pid_alive
+from stack.keeper import Keeper
+from stack.local import LocalStack, StackError, StackRequest, StackState
+from stack.owner import holder
+from stack.process import pid_alive
 from kmon.toolchain import MissingTool, find_toolchain
 from streaming.paths import history_dir
 
@@ -93,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_history_parser(sub)
     from dashboards.cli import add_dashboards_parser
     add_dashboards_parser(sub)
-    from collectors.cli import add_collect_parser; add_collect_parser(sub)  # noqa: E702
+    from cli.collect import add_collect_parser
+    add_collect_parser(sub)
     return p
 
 

@@ -48,7 +48,7 @@ def supervised(argv: list[str], collect: Callable[[], int]) -> int:
     pause: float | None = None
     while True:
         started = time.monotonic()
-        child = subprocess.Popen([sys.executable, "-m", "kmon.cli", *argv], env={**os.environ, CHILD_ENV: "1"},
+        child = subprocess.Popen([sys.executable, "-m", "cli", *argv], env={**os.environ, CHILD_ENV: "1"},
                                  preexec_fn=die_with_parent)
         code = child.wait()
         if code >= 0 or stopping.is_set():

@@ -38,10 +38,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from kmon.client_config import KafkaClientProperties, ZooKeeperClientProperties
-from kmon.stack import configs
-from kmon.stack.owner import Busy, OwnerLock
-from kmon.stack.process import cmdline, free_port, pid_alive, port_free, spawn, stop, wait_until
-from kmon.stack.secure import SecureFiles
+from stack import configs
+from stack.owner import Busy, OwnerLock
+from stack.process import cmdline, free_port, pid_alive, port_free, spawn, stop, wait_until
+from stack.secure import SecureFiles
 from kmon.toolchain import Toolchain
 
 log = logging.getLogger("kmon.stack")
