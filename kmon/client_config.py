@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 ROLES = ("monitored", "events")
-REDACTED = "[redacted]"
-_SECRET = re.compile(r"password|secret|jaas|token|credential|\.pem$|\.key$", re.I)
 
 # Java client keys librdkafka knows by the same name
 _SAME_NAME = frozenset({"security.protocol", "sasl.mechanism", "sasl.kerberos.service.name",
@@ -39,15 +37,6 @@ _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 class ClientConfigError(ValueError):
     """A client setting kmon cannot use; the message names the file or variable and the key."""
-
-
-def is_secret(key: str) -> bool:
-    return bool(_SECRET.search(key))
-
-
-def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings as a log line may show them."""
-    return {k: (REDACTED if is_secret(k) and not callable(v) else v) for k, v in settings.items()}
 
 
 # ------------------------------------------------------------------ .properties files

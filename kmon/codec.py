@@ -4,7 +4,7 @@ counted MalformedEvent, never a crash.
 
 The wire keeps the stdlib's JSON writer (sorted keys, ASCII escapes): an event's bytes then
 depend on its state alone, whichever JSON library a consumer has. What only the stream reads
-and writes (records, the record log) goes through orjson (``to_json``), 2-5x faster.
+and writes (records, the record log) goes through orjson (``to_json``), which is faster.
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ def encode(event: Event) -> bytes:
 
 
 def plain(value: Any) -> Any:
-    """``dataclasses.asdict`` without its deep copies (events are immutable): a snapshot of a
-    100k-partition tree spent a quarter of its time copying in ``asdict``."""
+    """``dataclasses.asdict`` without its deep copies (events are immutable), which were much of
+    what a snapshot of a large tree cost."""
     if isinstance(value, _SCALARS):
         return value
     if isinstance(value, (list, tuple)):
@@ -45,7 +45,7 @@ _SCALARS = (str, int, float, bool, type(None))
 
 @functools.cache
 def _field_names(cls: type) -> tuple[str, ...]:
-    """``dataclasses.fields`` once per class (a fifth of plain's time per call); TypeError if not a dataclass."""
+    """``dataclasses.fields`` once per class (per call, it was much of plain's time); TypeError if not a dataclass."""
     return tuple(f.name for f in fields(cls))
 
 
@@ -68,9 +68,9 @@ def decode(value: bytes | str) -> Event:
 
 
 def parse_json(value: bytes | str) -> Any:
-    """Parse JSON, raising MalformedEvent only. orjson: ``json.loads`` was a fifth of the stream's
-    CPU per event; orjson also refuses what no field takes (NaN, Infinity, a lone surrogate, bad
-    UTF-8, an int beyond 64 bits, nesting deeper than 1024)."""
+    """Parse JSON, raising MalformedEvent only. orjson: ``json.loads`` was a large share of the
+    stream's CPU per event; orjson also refuses what no field takes (NaN, Infinity, a lone
+    surrogate, bad UTF-8, an int beyond 64 bits, nesting deeper than 1024)."""
     try:
         return orjson.loads(value)
     except (ValueError, RecursionError) as e:
@@ -79,8 +79,9 @@ def parse_json(value: bytes | str) -> Any:
 
 def to_json(value: Any) -> str:
     """Compact JSON text of ``value``: parsed JSON, or a dataclass of this schema written as
-    :func:`plain` would make it (orjson writes dataclasses itself, in field order, 5x faster);
-    int map keys as text, as JSON must. How the stream stores what :func:`parse_json` reads."""
+    :func:`plain` would make it (orjson writes dataclasses itself, in field order, faster than
+    through plain); int map keys as text, as JSON must. How the stream stores what
+    :func:`parse_json` reads."""
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
@@ -91,7 +92,7 @@ def from_plain(cls: type, raw: Any, trusted: bool = False) -> Any:
 
     ``trusted``: ``raw`` is what this kmon's :func:`to_json` wrote of a valid instance (the
     stream's executors hand the driver the records they folded and checked): its values are
-    converted (lists to tuples, map keys to ints) but not checked again, at 2.5x the speed."""
+    converted (lists to tuples, map keys to ints) but not checked again, which is faster."""
     try:
         return _fast(cls, not trusted)(raw)
     except Exception:   # anything the fast path does not vouch for: the checked path decides, and names it
@@ -131,7 +132,7 @@ def _fast(cls: type, checked: bool = True) -> Convert:
     what the checked path accepts (ASCII strings, ints in range, ...) and raises otherwise;
     unless not ``checked``: then it only converts (see from_plain's ``trusted``).
     It fills the instance's ``__dict__`` itself: a frozen dataclass' ``__init__`` sets each field
-    through ``object.__setattr__``, a third of an event's decode (the schema has no __post_init__)."""
+    through ``object.__setattr__``, a large share of an event's decode (the schema has no __post_init__)."""
     if hasattr(cls, "__post_init__") or hasattr(cls, "__slots__"):
         raise TypeError(f"{cls.__name__}: the fast decoder fills __dict__, which skips __post_init__ and has no slots")
     env: dict[str, Any] = {"Slow": _Slow, "cls": cls, "new": object.__new__,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from py4j.protocol import Py4JError
 
 from kmon import http
+from kmon.client_config import KafkaClientProperties
 from kmon.codec import parse_json
 from kmon.events import EVENTS_TOPIC
 from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_probing, tcp_probe, watch
@@ -67,7 +68,7 @@ class StreamConfig:
     history_retention_days: int = 7
     spark_jars: tuple[str, ...] = ()
     # the events cluster's client properties (security.protocol, sasl.*, ssl.*) as Java names them
-    kafka_client: Mapping[str, str] = field(default_factory=dict)
+    kafka_client: KafkaClientProperties = field(default_factory=lambda: KafkaClientProperties("events"))
 
 
 class StreamApp:
@@ -263,7 +264,7 @@ def kafka_source_options(cfg: StreamConfig) -> dict[str, str]:
         "fetchOffset.retryIntervalMs": str(int(OFFSET_RETRY_INTERVAL_S * 1000)),
         # the executors' reads of a one-event range waited out the broker's default 500 ms
         "kafka.fetch.max.wait.ms": "10",
-        **{f"kafka.{k}": v for k, v in cfg.kafka_client.items()},
+        **cfg.kafka_client.spark_options(),
     }
 
 

@@ -79,7 +79,7 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
         history_dir=args.history_dir, history_retention_days=args.history_retention_days,
         views=ViewOptions(detail=args.partition_detail, default_min_isr=args.default_min_isr),
         spark_jars=() if submitted else tuple(find_toolchain().spark_jar_list()),
-        kafka_client=dict(client.properties))
+        kafka_client=client)
 
 
 def cmd_stream(args: argparse.Namespace) -> int:

@@ -4,8 +4,8 @@ Spark groups the events topic by bucket, a hash of the message key (``<cluster>/
 modulo :data:`BUCKETS`, and calls :func:`step` with the bucket's new rows and its state: the
 records of the bucket's entities, as one JSON object of message key -> EntityRecord JSON. A
 group per entity cost pyspark's Arrow/pandas conversions and a state round trip per key and
-batch, 3 to 4 ms, which held a backlog drain to 0.8-2.3k events/s (bench/README.md); a bucket
-pays that once for hundreds of keys.
+batch, which held a backlog drain back (bench/README.md); a bucket pays that once for hundreds
+of keys.
 
 Within a bucket each key's rows are folded in Kafka offset order by :func:`fold` with
 :func:`streaming.records.apply_event`, which returns one row describing the key after the batch,

@@ -4,18 +4,17 @@ workers' path re-read only when they changed, and the garbage collector tuned (g
 Before every task a pyspark worker calls ``importlib.invalidate_caches()`` (for files shipped
 with the job). On Python 3.11 that makes every zip importer re-read its archive's whole
 directory: pyspark.zip once per imported subpackage, and spark-core's 5k-entry jar, which
-Spark puts on the workers' path. That cost ~0.4 s of CPU per task, which is most of what a
-one-event micro-batch cost on two cores (bench/README.md, "The delay"). An archive whose size
-and modification time are those of the last read keeps its directory; a changed one is read
-again, as before.
+Spark puts on the workers' path. That was most of what a one-event micro-batch cost
+(bench/README.md, "The delay"). An archive whose size and modification time are those of the
+last read keeps its directory; a changed one is read again, as before.
 
 The daemon also imports what every worker imports (pyspark's worker, pandas, pyarrow, kmon's
 step) and freezes those objects (``gc.freeze``) before it forks any worker. pyspark's daemon
-runs a full garbage collection after each task of a reused worker, and each scanned those
-~76k module objects: 30 to 115 ms of a core per task, twice per micro-batch, while the driver
-renders the views (0.6 ms with them frozen). Frozen, they are also left out of the workers'
-own collections, and their pages stay shared with the daemon instead of being copied in each
-worker when a collection touches them; a worker no longer imports them at its first task.
+runs a full garbage collection after each task of a reused worker, and each scanned all those
+module objects, twice per micro-batch, while the driver renders the views; frozen, they are
+skipped. They are also left out of the workers' own collections, and their pages stay shared
+with the daemon instead of being copied in each worker when a collection touches them; a worker
+no longer imports them at its first task.
 
 ``StreamApp`` selects it (``spark.python.daemon.module``) when Spark runs in this process
 (``local[...]``), where the workers are this interpreter with kmon importable. Under

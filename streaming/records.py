@@ -10,13 +10,12 @@ counts a transition twice. An applied event's transitions are named once, as his
 from __future__ import annotations
 
 import enum
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, NamedTuple, NewType, TypeVar
 
-from kmon.codec import decode, from_plain, parse_json, to_json
-from kmon.events import (INT32_MAX, MARKER_KINDS, STATE_TYPES, BrokerId, Event, GroupState, Int64, MalformedEvent,
-                         Source, SnapshotMarker)
+from kmon.codec import from_plain, parse_json, to_json
+from kmon.events import (MARKER_KINDS, STATE_TYPES, BrokerId, Event, GroupState, Int64, MalformedEvent, Source,
+                         SnapshotMarker)
 from kmon.history import COUNTED_BY_KIND, Transition
 from streaming.history import transitions
 
@@ -246,10 +245,6 @@ def _apply_marker(record: EntityRecord | None, event: Event) -> tuple[EntityReco
 
 # ---------------------------------------------------------------- state-store form
 
-# A per-broker counter as records stored it until 2026-11-25 (second session): "<name>:<broker id>"
-_LEGACY_BROKER_COUNTER = re.compile(r"([a-z_]+):(0|[1-9][0-9]{0,9})")
-
-
 # A record as record_to_json wrote it: what the state store, the sink's record column and the
 # record log hold, and what the driver keeps of every record for the record log's next full file.
 RecordJson = NewType("RecordJson", str)
@@ -265,8 +260,6 @@ def record_from_json(text: str, trusted: bool = False) -> EntityRecord:
     corrupt record or one that a laxer version of kmon let in. ``trusted``: written by this
     kmon from a record it checked (kmon.codec.from_plain's ``trusted``)."""
     doc = parse_json(text)
-    if type(doc) is dict and "event" in doc:
-        return _legacy_record(doc)
     kind = doc.get("kind") if type(doc) is dict else None
     if type(kind) is not str or kind not in STATE_TYPES:
         raise MalformedEvent(f"a stored record of unknown kind {kind!r:.80}")
@@ -274,37 +267,5 @@ def record_from_json(text: str, trusted: bool = False) -> EntityRecord:
         doc["state"] = from_plain(STATE_TYPES[kind], doc.get("state"), trusted)
     elif doc.get("state") is not None:
         raise MalformedEvent("a stored record of a deleted entity with a state")
-    return _upgraded_counters(from_plain(EntityRecord, doc, trusted))
+    return from_plain(EntityRecord, doc, trusted)
 
-
-def _upgraded_counters(record: EntityRecord) -> EntityRecord:
-    """The record with the per-broker counters that older versions kept among its counters
-    ("<name>:<broker id>") moved to broker_counters."""
-    legacy = [key for key in record.counters if ":" in key]
-    if not legacy:
-        return record
-    counters, per_broker = dict(record.counters), {name: dict(c) for name, c in record.broker_counters.items()}
-    for key in legacy:
-        match = _LEGACY_BROKER_COUNTER.fullmatch(key)
-        if match is None or int(match[2]) > INT32_MAX:
-            raise MalformedEvent(f"a counter key the views cannot read: {key!r:.80}")
-        by_broker = per_broker.setdefault(match[1], {})
-        by_broker[int(match[2])] = by_broker.get(int(match[2]), 0) + counters.pop(key)
-    return replace(record, counters=counters, broker_counters=per_broker)
-
-
-@dataclass(frozen=True)
-class _EventRecord:
-    """A record as kmon stored it until 2026-11-25: its state as a kmon event's JSON text."""
-    event: str
-    counters: Mapping[str, Int64]
-    state_since_ms: Int64 | None
-
-
-def _legacy_record(doc: dict) -> EntityRecord:
-    stored: _EventRecord = from_plain(_EventRecord, doc)
-    event = decode(stored.event)
-    return _upgraded_counters(EntityRecord(
-        cluster=event.cluster, entity=event.entity, kind=event.kind, source=event.source, state=event.data,
-        zxid=event.zxid, counters=stored.counters, last_observed_ms=event.observed_ms,
-        state_since_ms=stored.state_since_ms, deleted=event.op == "delete", snapshot_id=event.snapshot_id))

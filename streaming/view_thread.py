@@ -34,7 +34,6 @@ class ViewThread:
         self._max_behind = max_behind
         self._around = around   # what each present() runs in (the app's: gc_tuning.FrozenAfterUse)
         self._pending: list[Persisted] = []
-        self._busy = False
         self._failure: BaseException | None = None
         self._stopping = False
         self._changed = threading.Condition()
@@ -50,14 +49,6 @@ class ViewThread:
             self._raise_failure()
             self._pending.append(batch)
             self._changed.notify_all()
-
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        """Until every submitted batch is presented (True), or ``timeout`` seconds."""
-        with self._changed:
-            done = self._changed.wait_for(lambda: self._failure is not None or not (self._pending or self._busy),
-                                          timeout)
-            self._raise_failure()
-            return done
 
     def stop(self, timeout: float = 30.0) -> None:
         with self._changed:
@@ -81,7 +72,7 @@ class ViewThread:
                 self._changed.wait_for(lambda: self._pending or self._stopping)
                 if not self._pending:
                     return
-                batches, self._pending, self._busy = self._pending, [], True
+                batches, self._pending = self._pending, []
                 self._changed.notify_all()
             try:
                 with self._around():
@@ -90,9 +81,6 @@ class ViewThread:
                 log.exception("bringing the views up to date with batches %s failed",
                               ",".join(str(b.batch_id) for b in batches))
                 with self._changed:
-                    self._failure, self._busy = e, False
+                    self._failure = e
                     self._changed.notify_all()
                 return
-            with self._changed:
-                self._busy = False
-                self._changed.notify_all()

@@ -23,25 +23,10 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
-from dataclasses import dataclass
-from enum import StrEnum
 
-__all__ = ["EndOffsetSamples", "LagEstimate", "LagMethod", "LagTable"]
+__all__ = ["EndOffsetSamples", "LagTable"]
 
 DEFAULT_MAX_SAMPLES = 60
-
-
-class LagMethod(StrEnum):
-    EXACT = "exact"
-    INTERPOLATED = "interpolated"
-    EXTRAPOLATED = "extrapolated"
-
-
-@dataclass(frozen=True)
-class LagEstimate:
-    seconds: float
-    method: LagMethod
-    lower_bound: bool = False  # True: the true lag is at least `seconds`
 
 
 class EndOffsetSamples:
@@ -69,33 +54,29 @@ class EndOffsetSamples:
         self._samples.append((end_offset, timestamp))
         return True
 
-    def lag_seconds(self, committed_offset: int, now: float) -> LagEstimate | None:
+    def lag_seconds(self, committed_offset: int, now: float) -> float | None:
         """Estimated lag of `committed_offset` at `now`; None without samples."""
         if not self._samples:
             return None
         newest_offset, _ = self._samples[-1]
         if committed_offset >= newest_offset:
-            return LagEstimate(0.0, LagMethod.EXACT)
+            return 0.0
         oldest_offset, _ = self._samples[0]
         if committed_offset < oldest_offset:
             return self._extrapolate(committed_offset, now)
         return self._interpolate(committed_offset, now)
 
-    def _interpolate(self, committed_offset: int, now: float) -> LagEstimate:
+    def _interpolate(self, committed_offset: int, now: float) -> float:
         # Precondition: oldest offset <= committed < newest, so both neighbours exist.
         index = bisect_right([offset for offset, _ in self._samples], committed_offset)
-        before, after = self._samples[index - 1], self._samples[index]
-        if before[0] == committed_offset:
-            return LagEstimate(_elapsed(now, before[1]), LagMethod.EXACT)
-        at = _time_at(committed_offset, before, after)
-        return LagEstimate(_elapsed(now, at), LagMethod.INTERPOLATED)
+        # an exact hit on the older sample is that sample's time
+        return _elapsed(now, _time_at(committed_offset, self._samples[index - 1], self._samples[index]))
 
-    def _extrapolate(self, committed_offset: int, now: float) -> LagEstimate:
-        if len(self._samples) == 1:
+    def _extrapolate(self, committed_offset: int, now: float) -> float:
+        if len(self._samples) == 1:   # a lower bound of the true lag
             _, time = self._samples[0]
-            return LagEstimate(_elapsed(now, time), LagMethod.EXTRAPOLATED, lower_bound=True)
-        at = _time_at(committed_offset, self._samples[0], self._samples[1])
-        return LagEstimate(_elapsed(now, at), LagMethod.EXTRAPOLATED)
+            return _elapsed(now, time)
+        return _elapsed(now, _time_at(committed_offset, self._samples[0], self._samples[1]))
 
 
 class LagTable:
@@ -114,7 +95,7 @@ class LagTable:
 
     def lag_seconds(
         self, topic: str, partition: int, committed_offset: int, now: float
-    ) -> LagEstimate | None:
+    ) -> float | None:
         samples = self._partitions.get((topic, partition))
         return None if samples is None else samples.lag_seconds(committed_offset, now)
 

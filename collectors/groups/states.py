@@ -83,7 +83,7 @@ def topic_lags(committed: Mapping[Partition, int], end_offsets: Mapping[Partitio
         per_topic.setdefault(topic, {})[partition] = max(0, end - offset)
         estimate = samples.lag_seconds(topic, partition, offset, now)
         if estimate is not None:
-            seconds[topic] = max(seconds.get(topic) or 0.0, estimate.seconds)
+            seconds[topic] = max(seconds.get(topic) or 0.0, estimate)
         else:
             seconds.setdefault(topic, None)
     return {topic: TopicLag(lag=sum(parts.values()), lag_seconds=seconds[topic], partitions=parts)

@@ -63,7 +63,6 @@ _BROKER = ("brokers", "ids", "<broker id>")
 _TOPIC = ("brokers", "topics", "<topic>")
 _PARTITION_STATE = ("brokers", "topics", "<topic>", "partitions", "<partition>", "state")
 _TOPIC_CONFIG = ("config", "topics", "<topic>")
-_TOPIC_DELETION = ("admin", "delete_topics", "<topic>")
 _ISR_CHANGE = ("isr_change_notification", "<sequence node>")
 
 
@@ -129,17 +128,8 @@ class ZkPaths:
     def split_broker(self, path: str) -> int:
         return _broker_id(path, self._relative(path))
 
-    def split_topic(self, path: str) -> str:
-        return _captures(path, self._relative(path), _TOPIC)[0]
-
     def split_partition_state(self, path: str) -> tuple[str, int]:
         return _partition_key(path, self._relative(path))
-
-    def split_topic_config(self, path: str) -> str:
-        return _captures(path, self._relative(path), _TOPIC_CONFIG)[0]
-
-    def split_topic_deletion(self, path: str) -> str:
-        return _captures(path, self._relative(path), _TOPIC_DELETION)[0]
 
     def split_isr_change(self, path: str) -> str:
         """The sequence number of an ``isr_change_NNNNNNNNNN`` node (the entity id)."""

@@ -31,7 +31,7 @@ class ViewOptions:
     default_min_isr: int = 1
 
 
-@dataclass(slots=True)   # not frozen: a refresh builds one per partition, and a frozen __init__ costs 2.5x
+@dataclass(slots=True)   # not frozen: a refresh builds one per partition, and a frozen __init__ costs more
 class Partition:
     """One assigned partition and its health, judged once when built (again when its state, its
     leader's registration, a reassignment naming it or its topic's record changes). No family

@@ -100,13 +100,6 @@ class Rows:
         return Text({name: "".join(lines) for name, lines in zip(self._names, per_name) if lines})
 
 
-def render_rows(cluster: str, names: tuple[str, ...], labels: tuple[str, ...],
-                rows: Iterable[tuple[tuple[object, ...], tuple[float, ...]]]) -> Text:
-    """The Text of :class:`Rows` of (label values, values) pairs."""
-    renderer = Rows(cluster, names, labels)
-    return renderer.text(renderer.row(label_values, values) for label_values, values in rows)
-
-
 def joined(*texts: Text) -> Text:
     """One Text of parts that render different names."""
     return Text({name: lines for t in texts for name, lines in t.lines.items()},

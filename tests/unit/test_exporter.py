@@ -17,8 +17,7 @@ from streaming.exporter import serve_metrics
 from streaming.published import LatestPublished, Published
 from streaming.stats import BatchStats, SelfStats
 from streaming.views import CLUSTER_FAMILIES, ViewOptions, Views
-from streaming.views.exposition import (EXPORTED, FAMILIES, CONTENT_TYPE, Exposition, go_float, render,
-                                        render_rows)
+from streaming.views.exposition import EXPORTED, FAMILIES, CONTENT_TYPE, Exposition, Rows, go_float, render
 from tests.unit.test_views import BROKERS, Series, broker, keyed, parse, part, rec, topic, value
 
 STATS = SelfStats().add(BatchStats(duration_s=0.25, finished_ms=5_000, input_rows={"c1": 7},
@@ -164,9 +163,10 @@ def test_rows_render_as_their_samples_do():
     rows = [(("t", 0), (2, 3, 1)), (('o"d\\d\n', 7), (0, 3, -1)), (("t", 10**6), (10**7, 0.5, float("inf")))]
     samples = [(name, {"topic": topic, "partition": p}, v)
                for (topic, p), values in rows for name, v in zip(names, values)]
-    assert render_rows("c\"1", names, ("topic", "partition"), rows) == render("c\"1", samples)
+    renderer = Rows("c\"1", names, ("topic", "partition"))
+    assert renderer.text(renderer.row(labels, values) for labels, values in rows) == render("c\"1", samples)
     with pytest.raises(ValueError, match="kmon_partitions"):
-        render_rows("c1", ("kmon_partitions",), ("topic", "partition"), [])
+        Rows("c1", ("kmon_partitions",), ("topic", "partition"))
 
 
 # ------------------------------------------------------------------ one family failing

@@ -1,6 +1,5 @@
 import dataclasses
 import json
-from dataclasses import replace
 from typing import Mapping
 
 import pytest
@@ -301,34 +300,6 @@ def test_corrupt_json_state_raises_malformed():
     assert broken != record_to_json(rec)
     with pytest.raises(MalformedEvent):
         record_from_json(broken)
-
-
-def _as_stored_until_2026_11_25(rec: EntityRecord) -> dict[str, int]:
-    """Its counters as one map, a per-broker counter keyed "<name>:<broker id>"."""
-    return {**rec.counters, **{f"{name}:{broker}": n for name, by_broker in rec.broker_counters.items()
-                               for broker, n in by_broker.items()}}
-
-
-def test_a_record_with_per_broker_counters_among_its_counters_is_read():
-    """Records stored as their own fields before the second session of 2026-11-25 kept the
-    per-broker counters among the entity's, as "<name>:<broker id>"."""
-    rec, _ = fold(FOLLOWER_DIES)
-    rec = replace(rec, counters={"leader_elections": 3})
-    stored = record_to_json(replace(rec, counters=_as_stored_until_2026_11_25(rec), broker_counters={}))
-    assert "isr_shrinks:2" in stored and record_from_json(stored) == rec
-    with pytest.raises(MalformedEvent, match="counter key"):
-        record_from_json(record_to_json(replace(rec, counters={"isr_shrinks:-2": 1})))
-
-
-def test_a_record_stored_with_its_event_as_text_is_read():
-    """Checkpoints and record logs written before 2026-11-25 hold the state as an event's JSON text."""
-    rec, _ = fold(FOLLOWER_DIES)
-    event = encode(Event(cluster=rec.cluster, source=rec.source, kind=rec.kind, entity=rec.entity, op="upsert",
-                         observed_ms=rec.last_observed_ms, data=rec.state, zxid=rec.zxid)).decode()
-    legacy = {"event": event, "counters": _as_stored_until_2026_11_25(rec), "state_since_ms": None}
-    assert record_from_json(json.dumps(legacy)) == rec
-    with pytest.raises(MalformedEvent):
-        record_from_json(json.dumps({**legacy, "event": event.replace('"leader":1', '"leader":"x"')}))
 
 
 @pytest.mark.parametrize("events", [

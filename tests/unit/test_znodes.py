@@ -425,10 +425,7 @@ def test_chroot_is_normalised_and_validated() -> None:
 def test_split_paths_round_trip() -> None:
     paths = ZkPaths("/kafka")
     assert paths.split_broker(paths.broker(7)) == 7
-    assert paths.split_topic(paths.topic("orders")) == "orders"
     assert paths.split_partition_state(paths.partition_state("orders", 3)) == ("orders", 3)
-    assert paths.split_topic_config(paths.topic_config("orders")) == "orders"
-    assert paths.split_topic_deletion(paths.topic_deletion("orders")) == "orders"
     assert paths.split_isr_change(ISR_CHANGE) == "0000000042"
 
 
@@ -436,13 +433,9 @@ def test_split_paths_round_trip() -> None:
     ("split_broker", "/other/brokers/ids/1"),                          # outside the chroot
     ("split_broker", "/kafka/brokers/ids/x"),
     ("split_broker", "/kafka/brokers/ids"),
-    ("split_topic", "/kafka/brokers/topics/orders/partitions"),
-    ("split_topic", "/kafka/brokers/topics/"),
     ("split_partition_state", "/kafka/brokers/topics/orders/partitions/3"),
     ("split_partition_state", "/kafka/brokers/topics/orders/partitions/-3/state"),
     ("split_partition_state", "/kafka/x/brokers/topics/orders/partitions/3/state"),
-    ("split_topic_config", "/kafka/config/brokers/1"),
-    ("split_topic_deletion", "/kafka/admin/delete_topics"),
     ("split_isr_change", "/kafka/isr_change_notification/other_0001"),
     ("split_isr_change", "/kafka/isr_change_notification/isr_change_"),
 ])
