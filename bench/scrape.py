@@ -8,8 +8,8 @@ from typing import Callable, Iterable
 
 from bench.synthetic import Shape, Zxids, broker_failure, healthy
 from kmon.events import Event
-from streaming.records import EntityRecord, apply_event
-from streaming.stats import SelfStats
+from streaming.fold.records import EntityRecord, apply_event
+from streaming.views.stats import SelfStats
 from streaming.views import ViewOptions, Views
 
 FLIPS = 20

@@ -20,7 +20,7 @@ from bench.synthetic import Shape, Zxids, broker_failure, healthy
 from kmon.codec import decode, encode
 from kmon.events import Event, PartitionState, ZnodeMeta, entity_key
 from streaming.app import StreamApp, StreamConfig
-from streaming.entity_step import fold
+from streaming.fold.entity_step import fold
 from streaming.gc_tuning import collect_less_often
 
 TOPIC = "kmon-bench-events"

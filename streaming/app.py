@@ -24,15 +24,17 @@ from kmon.client_config import KafkaClientProperties
 from kmon.codec import parse_json
 from kmon.events import EVENTS_TOPIC
 from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_probing, tcp_probe, watch
-from streaming import entity_step, pydaemon
+from streaming import pydaemon
 from streaming.driver import ViewDriver
 from streaming.exporter import serve_metrics
 from streaming.gc_tuning import FrozenAfterUse, collect_less_often
-from streaming.history_log import HistoryLog, from_ipc, writer_id
+from streaming.fold import entity_step
+from streaming.fold.arrow import from_ipc
+from streaming.history_log import HistoryLog, writer_id
 from streaming.paths import default_checkpoint, history_dir
 from streaming.published import LatestPublished
 from streaming.record_log import RecordLog
-from streaming.records import RecordJson
+from streaming.fold.records import RecordJson
 from streaming.stall import BatchClock
 from streaming.view_thread import ViewThread
 from streaming.views import ViewOptions

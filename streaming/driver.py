@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 from streaming.history_log import HistoryLog
 from streaming.published import LatestPublished, Published
 from streaming.record_log import RecordLog
-from streaming.records import UNKNOWN_SOURCE, RecordJson, record_from_json
-from streaming.stats import BatchStats, SelfStats
+from streaming.fold.records import UNKNOWN_SOURCE, RecordJson, record_from_json
+from streaming.views.stats import BatchStats, SelfStats
 from streaming.views import ViewOptions, Views
 
 if TYPE_CHECKING:

@@ -23,22 +23,17 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, get_type_hints
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
-from kmon.history import COLUMNS, ORDER, Transition
+from kmon.history import ORDER, Transition
+from streaming.fold.arrow import INT_COLUMNS
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 log = logging.getLogger("kmon.history")
-
-_HINTS = get_type_hints(Transition)
-# column -> whether it is an int (an int64 in the files; Parquet readers need no guessing); the
-# cluster is the directory's
-_INT: dict[str, bool] = {c: int in getattr(_HINTS[c], "__args__", (_HINTS[c],)) for c in COLUMNS if c != "cluster"}
 # pyarrow is imported where a file is written or read: every kmon command imports this module
 # (through kmon stream's flags), and most of them never touch a file
-
 
 def writer_id(checkpoint: Path) -> str:
     """The name of a checkpoint's batch-id sequence, made once and kept in it."""
@@ -117,42 +112,6 @@ class HistoryLog:
         self._pruned = today
 
 
-def _schema(with_cluster: bool = False):
-    import pyarrow as pa
-    return pa.schema([(c, pa.int64() if _INT.get(c) else pa.string()) for c in COLUMNS if with_cluster or c != "cluster"])
-
-
-def table(rows: Iterable[Transition]) -> pa.Table:
-    """Transitions as the columns HistoryLog.append takes: the executors make them (Transition is
-    a tuple: rows to columns in one step), and the driver handles a batch's rows without a
-    Python object per row (a broker failure at 100k partitions makes ~460k)."""
-    import pyarrow as pa
-    schema = _schema(with_cluster=True)
-    columns = list(zip(*rows)) or [()] * len(schema)
-    return pa.table([pa.array(values, f.type) for values, f in zip(columns, schema)], schema=schema)
-
-
-def to_ipc(rows: pa.Table) -> bytes:
-    """A table as Arrow's stream format, to travel in a binary column."""
-    import pyarrow as pa
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, rows.schema) as writer:
-        writer.write_table(rows)
-    return sink.getvalue().to_pybytes()
-
-
-def from_ipc(data: bytes) -> pa.Table:
-    """Inverse of to_ipc; raises ValueError when ``data`` is not a table of transitions."""
-    import pyarrow as pa
-    try:
-        rows = pa.ipc.open_stream(data).read_all()
-    except pa.ArrowException as e:
-        raise ValueError(f"not an Arrow stream of transitions: {e}") from None
-    if rows.schema != _schema(with_cluster=True):
-        raise ValueError(f"not the columns of transitions: {rows.schema.names}")
-    return rows
-
-
 def _write(path: Path, rows: pa.Table) -> None:
     """The rows in order (kmon.history.ORDER); raises OSError, also for what pyarrow raises."""
     import pyarrow as pa
@@ -161,7 +120,7 @@ def _write(path: Path, rows: pa.Table) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        rows = rows.select(list(_INT))
+        rows = rows.select(list(INT_COLUMNS))
         order = pc.sort_indices(rows, [(c, "ascending") for c in ORDER], null_placement="at_start")
         pq.write_table(rows.take(order), tmp)
     except pa.ArrowException as e:
@@ -213,8 +172,8 @@ def read(file: HistoryFile) -> Iterator[Transition]:
         table = pq.read_table(file.path)
     except (OSError, pa.ArrowException) as e:
         raise ValueError(f"{file.path}: not a readable Parquet file ({e})") from None
-    missing = [c for c in _INT if c not in table.column_names]
+    missing = [c for c in INT_COLUMNS if c not in table.column_names]
     if missing:
         raise ValueError(f"{file.path}: not a kmon history file (no column {', '.join(missing)})")
-    for row in table.select(list(_INT)).to_pylist():
+    for row in table.select(list(INT_COLUMNS)).to_pylist():
         yield Transition(cluster=file.cluster, **row)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from streaming.stats import SelfStats
+from streaming.views.stats import SelfStats
 from streaming.views.exposition import Exposition
 
 

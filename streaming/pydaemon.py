@@ -32,7 +32,7 @@ from streaming.gc_tuning import collect_less_often
 
 MODULE = "streaming.pydaemon"
 # what a worker of the stream imports, in the order a task imports them
-WORKER_MODULES = ("pyspark.worker", "pandas", "pyarrow", "streaming.entity_step")
+WORKER_MODULES = ("pyspark.worker", "pandas", "pyarrow", "streaming.fold.entity_step")
 
 
 def _stamp(path: str) -> tuple[int, int] | None:

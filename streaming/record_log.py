@@ -21,12 +21,12 @@ from typing import Any, Iterable, Mapping
 
 from kmon.codec import parse_json, to_json
 from kmon.events import MalformedEvent
-from streaming.records import EntityRecord, RecordJson, cluster_of, record_from_json
+from streaming.fold.records import EntityRecord, RecordJson, cluster_of, record_from_json
 
 log = logging.getLogger("kmon.stream")
 
 _FILE = re.compile(r"^(full|delta)-(\d+)\.jsonl$")
-COUNTERS_FILE = "counters.json"   # the stream's self counters through a batch (streaming/stats.py)
+COUNTERS_FILE = "counters.json"   # the stream's self counters through a batch (streaming/views/stats.py)
 
 
 @dataclass(frozen=True)

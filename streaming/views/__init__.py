@@ -13,8 +13,8 @@ import time
 from collections import Counter
 from typing import Callable, Mapping
 
-from streaming.records import EntityRecord, cluster_of
-from streaming.stats import SelfStats
+from streaming.fold.records import EntityRecord, cluster_of
+from streaming.views.stats import SelfStats
 from streaming.views import balance, brokers, controller, groups, isr
 from streaming.views import self as self_family
 from streaming.views.cluster import ClusterModel, ViewOptions

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from streaming.transitions import NO_LEADER
+from streaming.fold.transitions import NO_LEADER
 from streaming.views.cluster import ClusterModel, Partition, SplitTally
 from streaming.views.exposition import Sample, Text, render
 

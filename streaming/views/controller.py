@@ -5,7 +5,7 @@ from typing import Iterator
 
 from kmon.events import ControllerState
 from kmon.history import CONTROLLER_CHANGES
-from streaming.transitions import NO_LEADER
+from streaming.fold.transitions import NO_LEADER
 from streaming.views.cluster import ClusterModel
 from streaming.views.exposition import Sample, Text, render
 

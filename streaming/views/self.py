@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, Mapping
 
-from streaming.stats import SelfStats
+from streaming.views.stats import SelfStats
 from streaming.views.exposition import FAMILIES, Text, render
 
 FAMILY = "self"

@@ -18,7 +18,7 @@ from cli.monitor import COLLECTORS, MonitorOptions, collector_argv
 from stack.local import LocalStack
 from stack.process import free_port
 from kmon.history import CONTROLLER_CHANGES
-from streaming.records import apply_event
+from streaming.fold.records import apply_event
 from tests.conftest import monitored_stack
 from tests.support import (assigned_replicas, create_topic, eventually, events_on, leave_group, metrics, never,
                            partition_state, value)

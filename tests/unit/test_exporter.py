@@ -15,7 +15,7 @@ from kmon.metrics import BY_NAME, GROUP_STATES, known_series_names
 from kmon import http
 from streaming.exporter import serve_metrics
 from streaming.published import LatestPublished, Published
-from streaming.stats import BatchStats, SelfStats
+from streaming.views.stats import BatchStats, SelfStats
 from streaming.views import CLUSTER_FAMILIES, ViewOptions, Views
 from streaming.views.exposition import EXPORTED, FAMILIES, CONTENT_TYPE, Exposition, Rows, go_float, render
 from tests.unit.test_views import BROKERS, Series, broker, keyed, parse, part, rec, topic, value

@@ -21,9 +21,10 @@ from kmon.codec import encode
 from kmon.events import BrokerState, ControllerState, Event, GroupMember, GroupState, PartitionState, TopicState
 from kmon.history import (COUNTED, CONTROLLER_CHANGES, ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, REBALANCES,
                           TRANSITION_KINDS, UNCLEAN_LEADER_ELECTIONS, Transition, order_key)
-from streaming.entity_step import fold
-from streaming.history_log import HistoryLog, files, from_ipc, read, table, to_ipc
-from streaming.records import EntityRecord, apply_event, record_from_json
+from streaming.fold.entity_step import fold
+from streaming.fold.arrow import from_ipc, table, to_ipc
+from streaming.history_log import HistoryLog, files, read
+from streaming.fold.records import EntityRecord, apply_event, record_from_json
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY_MS = 86_400_000

@@ -28,10 +28,10 @@ from kmon.events import (EVENTS_TOPIC, KINDS, MARKER_KINDS, STATE_TYPES, BrokerS
                          TopicState, ZnodeMeta, entity_key)
 from kmon.metrics import GROUP_STATES
 from streaming.driver import ViewDriver
-from streaming.entity_step import fold
+from streaming.fold.entity_step import fold
 from streaming.published import LatestPublished
 from streaming.record_log import RecordLog
-from streaming.records import EntityRecord, record_from_json, record_to_json
+from streaming.fold.records import EntityRecord, record_from_json, record_to_json
 from streaming.views import ViewOptions
 from streaming.views.exposition import FAMILIES
 from tests.unit.test_driver import batch as driver_batch, history

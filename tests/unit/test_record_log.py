@@ -2,7 +2,7 @@
 from pathlib import Path
 
 from streaming.record_log import RecordLog
-from streaming.records import EntityRecord, RecordJson, record_from_json, record_to_json
+from streaming.fold.records import EntityRecord, RecordJson, record_from_json, record_to_json
 from tests.unit.test_driver import controller_row
 
 

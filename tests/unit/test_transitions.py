@@ -1,7 +1,7 @@
 import dataclasses
 
 from kmon.events import ControllerState, GroupState, PartitionState
-from streaming.transitions import (PartitionTransitions, controller_transitions, group_transitions,
+from streaming.fold.transitions import (PartitionTransitions, controller_transitions, group_transitions,
                                    partition_transitions)
 
 

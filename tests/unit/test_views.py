@@ -6,8 +6,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kmon.events import (BrokerState, ControllerState, GroupMember, GroupState, PartitionState,
                          ReassignmentState, SnapshotMarker, TopicDeletionState, TopicLag, TopicState)
-from streaming.records import EntityRecord
-from streaming.stats import SelfStats
+from streaming.fold.records import EntityRecord
+from streaming.views.stats import SelfStats
 from streaming.views import ViewOptions, Views
 
 Series = dict[tuple[str, frozenset], float]

@@ -1,7 +1,7 @@
 """The transitions of one applied event, as history rows: pure.
 
 :func:`transitions` compares an entity's state before and after an event that
-:func:`streaming.records.apply_event` applies, and names what changed, one row per
+:func:`streaming.fold.records.apply_event` applies, and names what changed, one row per
 transition; apply_event counts those rows (kmon.history.COUNTED), so that a counter always
 equals the number of its rows. A first observation of an entity that was there before kmon
 watched (part of a resync snapshot) is not a transition.
@@ -12,7 +12,7 @@ from typing import Any
 
 from kmon.events import BrokerState, ControllerState, Event, GroupState, PartitionState, TopicState
 from kmon.history import Transition
-from streaming.transitions import (controller_transitions, group_transitions, partition_transitions,
+from streaming.fold.transitions import (controller_transitions, group_transitions, partition_transitions,
                                    saw_every_version)
 
 

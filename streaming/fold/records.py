@@ -1,11 +1,11 @@
 """Per-entity state of the streaming app: one EntityRecord per (cluster, entity) key.
 
-Spark groups the events by key; the step (streaming/entity_step.py) sorts a key's events by
+Spark groups the events by key; the step (streaming/fold/entity_step.py) sorts a key's events by
 offset and folds each with :func:`apply_event` into the record its state store keeps (as JSON,
 see :func:`record_to_json`). Counters are absolute and live in the record, so re-applying
 events that were already applied (a replay after a restart, a resync snapshot) never
 counts a transition twice. An applied event's transitions are named once, as history rows
-(streaming/history.py); its counts are those rows, tallied by kmon.history.COUNTED.
+(streaming/fold/history.py); its counts are those rows, tallied by kmon.history.COUNTED.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from kmon.codec import from_plain, parse_json, to_json
 from kmon.events import (MARKER_KINDS, STATE_TYPES, BrokerId, Event, GroupState, Int64, MalformedEvent, Source,
                          SnapshotMarker)
 from kmon.history import COUNTED_BY_KIND, Transition
-from streaming.history import transitions
+from streaming.fold.history import transitions
 
 RESYNCS = "resyncs"   # a snapshot marker's counter: no transition of the cluster, no history row
 

@@ -1,0 +1,78 @@
+"""The folders are floors: the ground floor (kmon/) imports nothing above it, the floors on it
+import only it, and the roof (cli/) is imported by nothing. Read from the imports themselves."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# package -> the top-level packages it may import
+ALLOWED = {
+    "kmon": set(),
+    "collectors": {"kmon"},
+    "streaming": {"kmon"},
+    "dashboards": {"kmon"},
+    "stack": {"kmon"},
+    "cli": {"kmon", "collectors", "streaming", "dashboards", "stack"},
+}
+
+
+def imports_of(package: str) -> dict[str, set[str]]:
+    """Each module of ``package`` -> the other top-level kmon packages it imports."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            for name in names:
+                top = name.split(".")[0]
+                if top in ALLOWED and top != package:
+                    found.setdefault(str(path.relative_to(ROOT)), set()).add(top)
+    return found
+
+
+def test_each_floor_imports_only_the_floors_below_it() -> None:
+    wrong = {module: sorted(tops - ALLOWED[package]) for package in ALLOWED
+             for module, tops in imports_of(package).items() if tops - ALLOWED[package]}
+    assert wrong == {}
+
+
+def test_the_folders_are_all_there() -> None:
+    assert all((ROOT / package / "__init__.py").is_file() for package in ALLOWED)
+
+
+def folder_edges() -> dict[str, set[str]]:
+    """Each folder of kmon's packages -> the other folders its modules import from."""
+    edges: dict[str, set[str]] = {}
+    for package in ALLOWED:
+        for path in (ROOT / package).rglob("*.py"):
+            here = str(path.parent.relative_to(ROOT))
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else \
+                    [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                for name in names:
+                    if name.split(".")[0] not in ALLOWED:
+                        continue
+                    target = ROOT.joinpath(*name.split("."))
+                    folder = str((target if target.is_dir() else target.parent).relative_to(ROOT))
+                    if folder != here:
+                        edges.setdefault(here, set()).add(folder)
+    return edges
+
+
+def test_no_folder_imports_a_folder_that_imports_it_back() -> None:
+    edges = folder_edges()
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            folder = todo.pop()
+            if folder == goal:
+                return True
+            if folder not in seen:
+                seen.add(folder)
+                todo.extend(edges.get(folder, ()))
+        return False
+
+    cycles = sorted((a, b) for a, targets in edges.items() for b in targets if reaches(b, a))
+    assert cycles == []
