@@ -15,7 +15,7 @@ from collectors.publisher import PublisherConfig
 from collectors.runner import Running, running
 from cli.supervise import supervised
 from collectors.zk.collector import ZkCollector, ZkCollectorConfig
-from kmon import config
+from kmon import flags
 from kmon.client_config import ZK_ENV_PREFIX, ClientConfigError, KafkaClientProperties, ZooKeeperClientProperties
 from kmon.signals import stop_on_signals
 from kmon.reachability import watch
@@ -35,9 +35,9 @@ def add_collect_parser(subparsers: argparse._SubParsersAction) -> None:
                             description="Watch Kafka's tree in ZooKeeper (controller, brokers, topics, "
                                         "partition states, admin requests) and publish one event per change, "
                                         "with a full snapshot on start and after every reconnect.")
-    config.flag(zk, "--zookeeper", type=zk_connect, metavar="HOST:PORT[,HOST:PORT][/chroot]",
+    flags.flag(zk, "--zookeeper", type=zk_connect, metavar="HOST:PORT[,HOST:PORT][/chroot]",
                 help="the cluster's zookeeper.connect (required)")
-    config.flag(zk, "--zk-client-config", type=config.readable_file, metavar="FILE",
+    flags.flag(zk, "--zk-client-config", type=flags.readable_file, metavar="FILE",
                 help="ZooKeeper client properties as Kafka names them (zookeeper.ssl.*), plus "
                      "zookeeper.sasl.jaas.config and zookeeper.auth=digest:user:password; "
                      f"each can also be set as {ZK_ENV_PREFIX}<KEY>")
@@ -56,20 +56,20 @@ def add_collect_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _output_flags(p: argparse.ArgumentParser) -> None:
     """Flags every collector shares: who it reports as, and where events and metrics go."""
-    config.flag(p, "--cluster", type=cluster_name, help="the cluster's name in events and metrics (required)")
-    config.flag(p, "--events-bootstrap-servers", type=config.host_port_list, metavar="HOST:PORT[,...]",
+    flags.flag(p, "--cluster", type=cluster_name, help="the cluster's name in events and metrics (required)")
+    flags.flag(p, "--events-bootstrap-servers", type=flags.host_port_list, metavar="HOST:PORT[,...]",
                 help="Kafka cluster holding the events topic (required)")
-    config.flag(p, "--events-topic", default=PublisherConfig.topic, type=topic_name,
+    flags.flag(p, "--events-topic", default=PublisherConfig.topic, type=topic_name,
                 help="events topic; created compacted if missing")
-    config.flag(p, "--events-command-config", type=config.readable_file, metavar="FILE",
+    flags.flag(p, "--events-command-config", type=flags.readable_file, metavar="FILE",
                 help="Kafka client properties for the events cluster (security.protocol, sasl.*, ssl.*), "
                      "as the Kafka tools' --command-config; each can also be set as KMON_EVENTS_KAFKA_<KEY>")
-    config.flag(p, "--metrics-port", default=0, type=config.port,
+    flags.flag(p, "--metrics-port", default=0, type=flags.port,
                 help="port of /metrics and /healthz (0 = a free port, logged at start)")
-    config.flag(p, "--buffer-size", default=PublisherConfig.buffer_size, type=config.positive_int,
+    flags.flag(p, "--buffer-size", default=PublisherConfig.buffer_size, type=flags.positive_int,
                 help="events kept while the events cluster is unreachable; beyond it the oldest are "
                      "dropped and a resync follows")
-    config.flag(p, "--startup-timeout", default=0.0, type=config.non_negative_float, metavar="SECONDS",
+    flags.flag(p, "--startup-timeout", default=0.0, type=flags.non_negative_float, metavar="SECONDS",
                 help="exit 1 when the monitored cluster or the events cluster has not answered this long "
                      "after the start (0: keep retrying, and say so in the log)")
 
@@ -78,7 +78,7 @@ def zk_connect(text: str) -> tuple[str, str]:
     """``host:port[,host:port][/chroot]`` -> (hosts, chroot)."""
     hosts, slash, rest = text.partition("/")
     try:
-        return config.host_port_list(hosts), config.chroot(slash + rest)
+        return flags.host_port_list(hosts), flags.chroot(slash + rest)
     except argparse.ArgumentTypeError as e:
         raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT[,HOST:PORT][/chroot]: {e}") from None
 
@@ -98,7 +98,7 @@ def topic_name(text: str) -> str:
 
 
 def _require(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
-    missing = [f"--{name.replace('_', '-')} (or {config.env_name(name)})"
+    missing = [f"--{name.replace('_', '-')} (or {flags.env_name(name)})"
                for name in names if getattr(args, name) is None]
     if missing:
         parser.error(f"missing {', '.join(missing)}")

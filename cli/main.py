@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from kmon import config, logs
+from kmon import flags, logs
 from cli.monitor import MonitorOptions, checkpoint_dir, start_monitor
 from kmon.signals import stop_on_signals
 from stack.keeper import Keeper
@@ -64,8 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "checkpoint and the history are kept (--fresh starts over).")
     _stack_flags(run)
     _fresh_flag(run)
-    config.flag(run, "--cluster", default="local", help="name of the local cluster in events and metrics")
-    config.flag(run, "--trigger-interval", default=None, type=float,
+    flags.flag(run, "--cluster", default="local", help="name of the local cluster in events and metrics")
+    flags.flag(run, "--trigger-interval", default=None, type=float,
                 help="seconds between Spark micro-batches (default: kmon stream's)")
     run.set_defaults(handler=cmd_run)
 
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(handler=cmd_stack_up)
     down = ssub.add_parser("down", help="stop what `stack up` started, and nothing else")
     _dir_flag(down)
-    config.switch(down, "--purge", help="also delete the stack's data and logs")
+    flags.switch(down, "--purge", help="also delete the stack's data and logs")
     down.set_defaults(handler=cmd_stack_down)
     status = ssub.add_parser("status", help="each process, and the brokers registered in ZooKeeper")
     _dir_flag(status)
@@ -99,29 +99,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _dir_flag(p: argparse.ArgumentParser) -> None:
-    config.flag(p, "--dir", default=DEFAULT_STACK_DIR, type=Path,
+    flags.flag(p, "--dir", default=DEFAULT_STACK_DIR, type=Path,
                 help="directory for the stack's state, data and logs")
 
 
 def _fresh_flag(p: argparse.ArgumentParser) -> None:
-    config.switch(p, "--fresh", help="delete the stack this --dir held (its cluster data, events, checkpoint "
+    flags.switch(p, "--fresh", help="delete the stack this --dir held (its cluster data, events, checkpoint "
                                      "and history) and start a new one; without it, that stack is resumed")
 
 
 def _stack_flags(p: argparse.ArgumentParser) -> None:
     _dir_flag(p)
-    config.flag(p, "--brokers", default=3, type=config.positive_int, help="number of Kafka brokers")
-    config.flag(p, "--chroot", default="", type=config.chroot,
+    flags.flag(p, "--brokers", default=3, type=flags.positive_int, help="number of Kafka brokers")
+    flags.flag(p, "--chroot", default="", type=flags.chroot,
                 help="ZooKeeper chroot for the Kafka tree, e.g. /kafka")
-    config.flag(p, "--zookeeper-port", default=0, type=config.port, help="ZooKeeper port (0 = a free port)")
-    config.flag(p, "--broker-port", default=0, type=config.port,
+    flags.flag(p, "--zookeeper-port", default=0, type=flags.port, help="ZooKeeper port (0 = a free port)")
+    flags.flag(p, "--broker-port", default=0, type=flags.port,
                 help="port of broker 1; broker N gets this + N - 1 (0 = free ports)")
-    config.switch(p, "--fast", help="detect failures in seconds (short ZooKeeper session, replica lag)")
-    config.switch(p, "--no-prometheus", help="do not start Prometheus and Alertmanager")
-    config.switch(p, "--no-events-cluster",
+    flags.switch(p, "--fast", help="detect failures in seconds (short ZooKeeper session, replica lag)")
+    flags.switch(p, "--no-prometheus", help="do not start Prometheus and Alertmanager")
+    flags.switch(p, "--no-events-cluster",
                   help="no separate events cluster: kmon's events travel on the monitored cluster, so kmon "
                        "slows down or goes blind exactly when that cluster fails (for comparisons)")
-    config.switch(p, "--secure",
+    flags.switch(p, "--secure",
                   help="secure the monitored cluster as production clusters are: brokers on SASL_SSL (SCRAM "
                        "users, a CA and certificates made at start), ZooKeeper requiring SASL logins and "
                        "holding Kafka's znodes with ACLs; kmon's client properties are written to <dir>/secure")

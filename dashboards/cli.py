@@ -6,7 +6,7 @@ import sys
 
 from dashboards import catalog
 from dashboards.push import DATASOURCE_UID, Credential, PushError, PushRequest, push
-from kmon import config
+from kmon import flags
 
 
 def add_dashboards_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,12 +20,12 @@ def add_dashboards_parser(sub: argparse._SubParsersAction) -> None:
                     f"--prometheus-url, create or update the Prometheus datasource {DATASOURCE_UID!r} the "
                     "dashboards select by default. Credentials: a service-account token or user:password, "
                     "best given through the environment so they stay out of the process list.")
-    config.flag(push_p, "--grafana-url", type=http_url,
+    flags.flag(push_p, "--grafana-url", type=http_url,
                 help="Grafana's base URL, e.g. http://grafana:3000 (required)")
-    config.flag(push_p, "--grafana-token", help="Grafana service-account token or API key")
-    config.flag(push_p, "--grafana-basic-auth", type=user_password, help="user:password for basic auth")
-    config.flag(push_p, "--grafana-folder", default="kmon", help="Grafana folder for the dashboards")
-    config.flag(push_p, "--prometheus-url", type=http_url,
+    flags.flag(push_p, "--grafana-token", help="Grafana service-account token or API key")
+    flags.flag(push_p, "--grafana-basic-auth", type=user_password, help="user:password for basic auth")
+    flags.flag(push_p, "--grafana-folder", default="kmon", help="Grafana folder for the dashboards")
+    flags.flag(push_p, "--prometheus-url", type=http_url,
                 help="Prometheus that scrapes kmon, as Grafana's server reaches it; "
                      "omit to leave Grafana's datasources as they are")
     push_p.set_defaults(handler=cmd_push)

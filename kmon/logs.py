@@ -10,14 +10,14 @@ import logging
 import sys
 import threading
 
-from kmon import config
+from kmon import flags
 
 LEVELS = ("debug", "info", "warning", "error")
 log = logging.getLogger("kmon")
 
 
 def flag(p: argparse.ArgumentParser) -> None:
-    config.flag(p, "--log-level", default="info", choices=LEVELS, help="log verbosity")
+    flags.flag(p, "--log-level", default="info", choices=LEVELS, help="log verbosity")
 
 
 def configure(level: str) -> None:

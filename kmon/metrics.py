@@ -141,7 +141,7 @@ def known_series_names() -> frozenset[str]:
 
 def markdown_table() -> str:
     """The README's metric reference (`python -m kmon.metrics` prints it; a test compares)."""
-    rows = ["| metric | type | labels (besides cluster) | view | meaning |", "|---|---|---|---|---|"]
+    rows = ["| metric | type | labels (besides cluster) | family | meaning |", "|---|---|---|---|---|"]
     rows += [f"| `{m.name}` | {m.type} | {', '.join(m.labels) or '—'} | {m.family} | {m.help} |" for m in CATALOG]
     return "\n".join(rows)
 

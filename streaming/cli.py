@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import get_args
 
-from kmon import config, logs
+from kmon import flags, logs
 from kmon.client_config import ClientConfigError, KafkaClientProperties
 from kmon.signals import stop_on_signals
 from kmon.toolchain import find_toolchain
@@ -21,39 +21,39 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
                        description="Read the events topic with Spark's Kafka source, keep the ISR, leader "
                                    "balance, controller and consumer-group views in Spark state "
                                    "(RocksDB, checkpointed) and serve them on /metrics.")
-    config.flag(p, "--bootstrap-servers", type=config.host_port_list,
+    flags.flag(p, "--bootstrap-servers", type=flags.host_port_list,
                 help="Kafka cluster holding the events topic (required)")
-    config.flag(p, "--events-topic", default=StreamConfig.events_topic, help="events topic")
-    config.flag(p, "--events-command-config", type=config.readable_file, metavar="FILE",
+    flags.flag(p, "--events-topic", default=StreamConfig.events_topic, help="events topic")
+    flags.flag(p, "--events-command-config", type=flags.readable_file, metavar="FILE",
                 help="Kafka client properties for the events cluster (security.protocol, sasl.*, ssl.*), "
                      "as the Kafka tools' --command-config, given to Spark's Kafka source; each can also be "
                      "set as KMON_EVENTS_KAFKA_<KEY>")
-    config.flag(p, "--checkpoint", default=StreamConfig(bootstrap_servers="").checkpoint, type=Path,
+    flags.flag(p, "--checkpoint", default=StreamConfig(bootstrap_servers="").checkpoint, type=Path,
                 help="checkpoint directory (Spark state + the views' record log)")
-    config.flag(p, "--history-dir", type=Path, metavar="DIR",
+    flags.flag(p, "--history-dir", type=Path, metavar="DIR",
                 help="where the transition history is written (kmon history reads it; default: <checkpoint>/history)")
-    config.flag(p, "--history-retention-days", default=StreamConfig.history_retention_days, type=config.positive_int,
+    flags.flag(p, "--history-retention-days", default=StreamConfig.history_retention_days, type=flags.positive_int,
                 help="whole days of history kept")
-    config.flag(p, "--metrics-host", default=StreamConfig.metrics_host, help="address of the /metrics endpoint")
-    config.flag(p, "--metrics-port", default=StreamConfig.metrics_port, type=config.port, help="port of the /metrics endpoint")
-    config.flag(p, "--master", default=StreamConfig.master, help="Spark master")
-    config.flag(p, "--trigger-interval", default=StreamConfig.trigger_seconds, type=float, help="seconds between micro-batches")
-    config.flag(p, "--partition-detail", default=ViewOptions.detail, choices=get_args(Detail),
+    flags.flag(p, "--metrics-host", default=StreamConfig.metrics_host, help="address of the /metrics endpoint")
+    flags.flag(p, "--metrics-port", default=StreamConfig.metrics_port, type=flags.port, help="port of the /metrics endpoint")
+    flags.flag(p, "--master", default=StreamConfig.master, help="Spark master")
+    flags.flag(p, "--trigger-interval", default=StreamConfig.trigger_seconds, type=float, help="seconds between micro-batches")
+    flags.flag(p, "--partition-detail", default=ViewOptions.detail, choices=get_args(Detail),
                 help="which partitions get per-partition series")
-    config.flag(p, "--default-min-isr", default=ViewOptions.default_min_isr, type=config.positive_int,
+    flags.flag(p, "--default-min-isr", default=ViewOptions.default_min_isr, type=flags.positive_int,
                 help="min.insync.replicas of topics without that config (the brokers' default)")
-    config.flag(p, "--max-offsets-per-trigger", default=StreamConfig.max_offsets_per_trigger, type=config.positive_int,
+    flags.flag(p, "--max-offsets-per-trigger", default=StreamConfig.max_offsets_per_trigger, type=flags.positive_int,
                 help="events read per micro-batch at most")
-    config.flag(p, "--driver-memory", default=StreamConfig.driver_memory, help="Spark driver memory")
-    config.flag(p, "--kafka-timeout", default=StreamConfig.kafka_timeout_s, type=config.positive_float, metavar="SECONDS",
+    flags.flag(p, "--driver-memory", default=StreamConfig.driver_memory, help="Spark driver memory")
+    flags.flag(p, "--kafka-timeout", default=StreamConfig.kafka_timeout_s, type=flags.positive_float, metavar="SECONDS",
                 help="timeout of each Kafka call of Spark's Kafka source: when a leader of the events "
                      "topic dies, the views stall this long, or until its partitions have a new leader")
-    config.flag(p, "--kafka-outage-limit", default=StreamConfig.kafka_outage_limit_s, type=config.positive_float, metavar="SECONDS",
+    flags.flag(p, "--kafka-outage-limit", default=StreamConfig.kafka_outage_limit_s, type=flags.positive_float, metavar="SECONDS",
                 help="the query (and kmon stream) fails when the events cluster is unreachable this long")
-    config.flag(p, "--startup-timeout", default=StreamConfig.startup_timeout_s, type=config.non_negative_float, metavar="SECONDS",
+    flags.flag(p, "--startup-timeout", default=StreamConfig.startup_timeout_s, type=flags.non_negative_float, metavar="SECONDS",
                 help="exit 1 when the events cluster has not answered this long after the start (Spark starts "
                      "only once it has; 0: keep retrying, and say so in the log)")
-    config.flag(p, "--stall-timeout", default=StreamConfig.stall_timeout_s, type=config.non_negative_float, metavar="SECONDS",
+    flags.flag(p, "--stall-timeout", default=StreamConfig.stall_timeout_s, type=flags.non_negative_float, metavar="SECONDS",
                 help="exit 1 when one micro-batch has run this long (a batch stuck where nothing times out), "
                      "for the service manager to start kmon again from its checkpoint; 0: never")
     p.set_defaults(handler=cmd_stream)

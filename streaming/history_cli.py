@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, TextIO
 
-from kmon import config
+from kmon import flags
 from kmon.history import TRANSITION_KINDS, Transition, order_key
 from kmon.signals import stop_on_signals
 from streaming.history_log import HistoryFile, files, read
@@ -36,21 +36,21 @@ def add_history_parser(sub: argparse._SubParsersAction) -> None:
                     "reassignments, consumer-group states and rebalances), oldest first. The history is "
                     "Parquet, partitioned by cluster and day: Spark SQL, pandas or DuckDB read it too.",
         epilog="kinds: " + ", ".join(TRANSITION_KINDS))
-    config.flag(p, "--dir", default=history_dir(default_checkpoint()), type=Path,
+    flags.flag(p, "--dir", default=history_dir(default_checkpoint()), type=Path,
                 help="the history directory (kmon stream's --history-dir)")
-    config.flag(p, "--since", default="1h", metavar="DURATION",
+    flags.flag(p, "--since", default="1h", metavar="DURATION",
                 help="how far back: 90s, 15m, 1h, 2d, 1w (ignored with --from)")
-    config.flag(p, "--from", dest="from_", metavar="TIME",
+    flags.flag(p, "--from", dest="from_", metavar="TIME",
                 help="from this time: ISO 8601 (2026-11-23T14:05, UTC unless it names a zone) or epoch seconds")
-    config.flag(p, "--to", metavar="TIME", help="up to this time (same forms as --from)")
-    config.flag(p, "--cluster", help="only this cluster")
-    config.flag(p, "--topic", help="only this topic")
-    config.flag(p, "--broker", metavar="ID", help="only transitions about this broker (joined, left, won or lost a role)")
-    config.flag(p, "--group", help="only this consumer group")
-    config.flag(p, "--kind", metavar="KIND[,KIND...]", help="only these kinds (listed below)")
-    config.switch(p, "--json", help="one JSON object per line instead of a table")
-    config.switch(p, "--follow", help="keep printing new transitions as they are written, until SIGTERM/Ctrl-C")
-    config.flag(p, "--poll-interval", default=1.0, type=config.positive_float, metavar="SECONDS",
+    flags.flag(p, "--to", metavar="TIME", help="up to this time (same forms as --from)")
+    flags.flag(p, "--cluster", help="only this cluster")
+    flags.flag(p, "--topic", help="only this topic")
+    flags.flag(p, "--broker", metavar="ID", help="only transitions about this broker (joined, left, won or lost a role)")
+    flags.flag(p, "--group", help="only this consumer group")
+    flags.flag(p, "--kind", metavar="KIND[,KIND...]", help="only these kinds (listed below)")
+    flags.switch(p, "--json", help="one JSON object per line instead of a table")
+    flags.switch(p, "--follow", help="keep printing new transitions as they are written, until SIGTERM/Ctrl-C")
+    flags.flag(p, "--poll-interval", default=1.0, type=flags.positive_float, metavar="SECONDS",
                 help="with --follow: how often to look for new ones")
     p.set_defaults(handler=cmd_history)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kmon.config import state_dir
+from kmon.flags import state_dir
 
 
 def default_checkpoint() -> Path:

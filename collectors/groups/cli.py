@@ -10,35 +10,35 @@ import re
 from typing import Mapping
 
 from collectors.groups.collector import GroupsConfig, NameFilter
-from kmon import config
+from kmon import flags
 
 _DEFAULTS = GroupsConfig(bootstrap_servers="-", cluster="-")
 
 
 def add_groups_flags(parser: argparse.ArgumentParser) -> None:
-    config.flag(parser, "--bootstrap-servers", type=config.host_port_list, metavar="HOST:PORT[,...]",
+    flags.flag(parser, "--bootstrap-servers", type=flags.host_port_list, metavar="HOST:PORT[,...]",
                 help="the monitored cluster's brokers (required)")
-    config.flag(parser, "--command-config", type=config.readable_file, metavar="FILE",
+    flags.flag(parser, "--command-config", type=flags.readable_file, metavar="FILE",
                 help="Kafka client properties for the monitored cluster (security.protocol, sasl.*, ssl.*), "
                      "as the Kafka tools' --command-config; each can also be set as KMON_MONITORED_KAFKA_<KEY>")
-    config.flag(parser, "--poll-interval", default=_DEFAULTS.poll_interval_s, type=config.positive_float,
+    flags.flag(parser, "--poll-interval", default=_DEFAULTS.poll_interval_s, type=flags.positive_float,
                 metavar="SECONDS", help="Admin API poll: live group state and end-offset samples")
-    config.flag(parser, "--lag-interval", default=_DEFAULTS.lag_interval_s, type=config.positive_float,
+    flags.flag(parser, "--lag-interval", default=_DEFAULTS.lag_interval_s, type=flags.positive_float,
                 metavar="SECONDS", help="lag events per group at most this often")
     for what in ("groups", "topics"):
-        config.flag(parser, f"--include-{what}", default=".*", type=regex, metavar="REGEX",
+        flags.flag(parser, f"--include-{what}", default=".*", type=regex, metavar="REGEX",
                     help=f"only {what} whose whole name matches")
-        config.flag(parser, f"--exclude-{what}", default="", type=regex, metavar="REGEX",
+        flags.flag(parser, f"--exclude-{what}", default="", type=regex, metavar="REGEX",
                     help=f"leave out {what} whose whole name matches (empty: none)")
-    config.flag(parser, "--describe-batch-size", default=_DEFAULTS.describe_batch_size, type=config.positive_int,
+    flags.flag(parser, "--describe-batch-size", default=_DEFAULTS.describe_batch_size, type=flags.positive_int,
                 help="groups per describe_consumer_groups request")
-    config.flag(parser, "--admin-concurrency", default=_DEFAULTS.concurrency, type=config.positive_int,
+    flags.flag(parser, "--admin-concurrency", default=_DEFAULTS.concurrency, type=flags.positive_int,
                 help="Admin API requests in flight at once")
-    config.flag(parser, "--request-timeout", default=_DEFAULTS.request_timeout_s, type=config.positive_float,
+    flags.flag(parser, "--request-timeout", default=_DEFAULTS.request_timeout_s, type=flags.positive_float,
                 metavar="SECONDS", help="per Admin API request; a late answer counts as failed")
-    config.flag(parser, "--offsets-start", default=_DEFAULTS.offsets_start, choices=["beginning", "end"],
+    flags.flag(parser, "--offsets-start", default=_DEFAULTS.offsets_start, choices=["beginning", "end"],
                 help="where the __consumer_offsets reader starts: the whole retained history, or now")
-    config.switch(parser, "--admin-only", help="do not read __consumer_offsets (no exact rebalance history)")
+    flags.switch(parser, "--admin-only", help="do not read __consumer_offsets (no exact rebalance history)")
 
 
 def groups_config(args: argparse.Namespace, client: Mapping[str, str]) -> GroupsConfig:

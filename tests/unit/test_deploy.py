@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from cli.main import build_parser
-from kmon.config import env_name
+from kmon.flags import env_name
 from streaming.app import StreamConfig
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

@@ -11,7 +11,7 @@ from typing import Callable
 import pytest
 
 from collectors.client_logs import KazooLog
-from kmon.config import non_negative_float
+from kmon.flags import non_negative_float
 from kmon.reachability import (
     EVENTS_BOOTSTRAP,
     MONITORED_ZOOKEEPER,
