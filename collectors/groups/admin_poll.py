@@ -64,13 +64,13 @@ def _not_found(error: BaseException) -> bool:
 
 class AdminPoller:
     def __init__(self, config: GroupsConfig, admin: AdminClient, book: GroupBook, emitter: Emitter,
-                 history: threading.Event | None) -> None:
+                 offsets_read: threading.Event | None) -> None:
         self._config = config
         self._admin = admin
         self._book = book
         self._emitter = emitter
         # set once the __consumer_offsets reader holds every committed offset (None: no reader)
-        self._history = history
+        self._offsets_read = offsets_read
         self._samples = LagTable()
         self._sampled: set[Partition] = set()
         self._lags: dict[str, dict[str, TopicLag]] = {}   # latest lag per group, sent with every event
@@ -81,11 +81,11 @@ class AdminPoller:
         self._unknown_count = 0   # partitions whose end offset the latest poll could not read
 
     def run(self, stop: threading.Event) -> None:
-        if self._history is not None:
+        if self._offsets_read is not None:
             # The first lags wait a while for the reader's committed offsets. Without them a group
             # whose Admin API offsets failed (a coordinator moving: when a crash and restart are
             # likeliest) went out with no lag, and its lag series vanished for a lag interval.
-            wait_for(self._history, stop, self._config.request_timeout_s)
+            wait_for(self._offsets_read, stop, self._config.request_timeout_s)
         while not stop.is_set():
             started = time.monotonic()
             try:
@@ -183,9 +183,9 @@ class AdminPoller:
 
     def _refresh_committed(self, groups: list[str]) -> None:
         """Committed offsets from the Admin API where the __consumer_offsets reader
-        cannot supply them: all groups until it has read the whole history, then only
+        cannot supply them: all groups until it has read the topic to its end, then only
         groups it has seen no commit of (one request per group: the API's limit)."""
-        complete = self._history is not None and self._history.is_set()
+        complete = self._offsets_read is not None and self._offsets_read.is_set()
         known = set(self._book.committed(groups)) if complete else set()
         timeout = self._config.request_timeout_s
         gathered = self._gather(

@@ -51,10 +51,10 @@ class GroupsCollector:
         error_cb = refusals(self.reachability)
         self._reader = OffsetsReader(config, book, emitter, error_cb) if config.read_offsets_topic else None
         # set once __consumer_offsets has been read to its end (None: no reader)
-        history = self._reader.caught_up if self._reader else None
-        self.caught_up: Callable[[], bool] = history.is_set if history else lambda: False
+        offsets_read = self._reader.caught_up if self._reader else None
+        self.caught_up: Callable[[], bool] = offsets_read.is_set if offsets_read else lambda: False
         self._admin = AdminClient(config.admin_client(logger=LibrdkafkaLog(log), error_cb=error_cb))
-        self._poller = AdminPoller(config, self._admin, book, emitter, history)
+        self._poller = AdminPoller(config, self._admin, book, emitter, offsets_read)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._probe_loop = functools.partial(keep_probing, self.reachability,
