@@ -37,14 +37,14 @@ STATE_SCHEMA = "records string"
 OUTPUT_SCHEMA = "key string, record string, summary string, history binary"
 
 
-def fold(key: str, state: str | None, rows: list[tuple[int, int, str | None]]) -> dict[str, object]:
+def fold(key: str, stored: str | None, rows: list[tuple[int, int, str | None]]) -> dict[str, object]:
     """Pure: fold one key's (partition, offset, value) rows, in any order, into its record,
-    which the state store holds as ``state`` (record_to_json; None for a new key); returns the
-    output row. A bad event is skipped, so the record keeps its last good state."""
+    which its bucket's state holds as ``stored`` (record_to_json; None for a new key); returns
+    the output row. A bad event is skipped, so the record keeps its last good state."""
     record, dropped_state = None, None
-    if state is not None:
+    if stored is not None:
         try:
-            record = record_from_json(state)
+            record = record_from_json(stored)
         except MalformedEvent as e:   # corrupt, or let in by a laxer kmon: rebuilt from the next events
             dropped_state = str(e)
     events: dict[str, int] = {}
