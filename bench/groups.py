@@ -27,8 +27,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.harness import TopicReader, check_alive, kmon_argv, local_stack, process
 from bench.measure import cpu_seconds, metric_count, metric_sum, rss_mb, tree_cpu_seconds, tree_rss_mb, wait
 from kmon.events import entity_key
-from stack.process import free_port
 from kmon.toolchain import Toolchain
+from stack.process import free_port
 
 CLUSTER = "bench"
 TOPIC, PARTITIONS, MESSAGES = "bench-orders", 12, 12_000

@@ -12,9 +12,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from kmon.codec import decode
 from kmon.events import Event
+from kmon.toolchain import find_toolchain
 from stack.local import LocalStack, StackRequest
 from stack.process import Spawned, pid_alive, spawn, stop
-from kmon.toolchain import find_toolchain
 
 
 @contextlib.contextmanager

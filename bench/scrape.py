@@ -9,8 +9,8 @@ from typing import Callable, Iterable
 from bench.synthetic import Shape, Zxids, broker_failure, healthy
 from kmon.events import Event
 from streaming.fold.records import EntityRecord, apply_event
-from streaming.views.stats import SelfStats
 from streaming.views import ViewOptions, Views
+from streaming.views.stats import SelfStats
 
 FLIPS = 20
 SCRAPES = 5

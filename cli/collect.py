@@ -9,16 +9,16 @@ import re
 import threading
 from pathlib import Path
 
+from cli.supervise import supervised
 from collectors.groups.cli import add_groups_flags, groups_config
 from collectors.groups.collector import GroupsCollector, GroupsConfig
 from collectors.publisher import PublisherConfig
 from collectors.runner import Running, running
-from cli.supervise import supervised
 from collectors.zk.collector import ZkCollector, ZkCollectorConfig
 from kmon import flags
 from kmon.client_config import ZK_ENV_PREFIX, ClientConfigError, KafkaClientProperties, ZooKeeperClientProperties
-from kmon.signals import stop_on_signals
 from kmon.reachability import watch
+from kmon.signals import stop_on_signals
 
 log = logging.getLogger("kmon.collector")
 

@@ -11,14 +11,14 @@ import threading
 import time
 from pathlib import Path
 
-from kmon import flags, logs
 from cli.monitor import MonitorOptions, checkpoint_dir, start_monitor
+from kmon import flags, logs
 from kmon.signals import stop_on_signals
+from kmon.toolchain import MissingTool, find_toolchain
 from stack.keeper import Keeper
 from stack.local import LocalStack, StackError, StackRequest, StackState
 from stack.owner import holder
 from stack.process import pid_alive
-from kmon.toolchain import MissingTool, find_toolchain
 from streaming.paths import history_dir
 
 log = logging.getLogger("kmon")

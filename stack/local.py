@@ -14,8 +14,8 @@ earlier port back where it is free (so Prometheus' series and the printed addres
 """
 from __future__ import annotations
 
-import contextlib
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -38,11 +38,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from kmon.client_config import KafkaClientProperties, ZooKeeperClientProperties
+from kmon.toolchain import Toolchain
 from stack import configs
 from stack.owner import Busy, OwnerLock
 from stack.process import cmdline, free_port, pid_alive, port_free, spawn, stop, wait_until
 from stack.secure import SecureFiles
-from kmon.toolchain import Toolchain
 
 log = logging.getLogger("kmon.stack")
 

@@ -27,14 +27,14 @@ from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_prob
 from streaming import pydaemon
 from streaming.driver import ViewDriver
 from streaming.exporter import serve_metrics
-from streaming.gc_tuning import FrozenAfterUse, collect_less_often
 from streaming.fold import entity_step
 from streaming.fold.arrow import from_ipc
+from streaming.fold.records import RecordJson
+from streaming.gc_tuning import FrozenAfterUse, collect_less_often
 from streaming.history_log import HistoryLog, writer_id
 from streaming.paths import default_checkpoint, history_dir
 from streaming.published import LatestPublished
 from streaming.record_log import RecordLog
-from streaming.fold.records import RecordJson
 from streaming.stall import BatchClock
 from streaming.view_thread import ViewThread
 from streaming.views import ViewOptions

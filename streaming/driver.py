@@ -13,12 +13,12 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
+from streaming.fold.records import UNKNOWN_SOURCE, RecordJson, record_from_json
 from streaming.history_log import HistoryLog
 from streaming.published import LatestPublished, Published
 from streaming.record_log import RecordLog
-from streaming.fold.records import UNKNOWN_SOURCE, RecordJson, record_from_json
-from streaming.views.stats import BatchStats, SelfStats
 from streaming.views import ViewOptions, Views
+from streaming.views.stats import BatchStats, SelfStats
 
 if TYPE_CHECKING:
     import pyarrow as pa

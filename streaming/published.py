@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from streaming.views.stats import SelfStats
 from streaming.views.exposition import Exposition
+from streaming.views.stats import SelfStats
 
 
 @dataclass(frozen=True)

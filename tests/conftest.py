@@ -9,9 +9,8 @@ from typing import Iterator
 import pytest
 
 from cli.monitor import MonitorOptions, start_monitor
-from stack.local import LocalStack, StackRequest
 from kmon.toolchain import Toolchain, find_toolchain
-
+from stack.local import LocalStack, StackRequest
 
 
 @pytest.fixture(scope="session")

@@ -28,10 +28,10 @@ from bench.peers import cost, faults, report
 from bench.peers.parts import KAFKA_CLUSTER, burrow, get_json, jmx_agent_option, peer_tools, prometheus
 from bench.peers.watch import Recorder
 from cli.monitor import MonitorOptions, start_monitor
+from kmon.toolchain import find_toolchain
 from stack import configs
 from stack.local import LocalStack, StackRequest
 from stack.process import free_port
-from kmon.toolchain import find_toolchain
 
 BROKERS = 3
 # Kafka's default session (18 s), so that a SIGSTOP can outlast replica.lag.time.max.ms without

@@ -14,11 +14,11 @@ from collections import Counter
 from typing import Callable, Mapping
 
 from streaming.fold.records import EntityRecord, cluster_of
-from streaming.views.stats import SelfStats
 from streaming.views import balance, brokers, controller, groups, isr
 from streaming.views import self as self_family
 from streaming.views.cluster import ClusterModel, ViewOptions
 from streaming.views.exposition import Exposition, Text
+from streaming.views.stats import SelfStats
 
 log = logging.getLogger("kmon.stream")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, Mapping
 
-from streaming.views.stats import SelfStats
 from streaming.views.exposition import FAMILIES, Text, render
+from streaming.views.stats import SelfStats
 
 FAMILY = "self"
 ClusterSample = tuple[str, str, Mapping[str, object], float]   # cluster first

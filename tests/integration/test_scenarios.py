@@ -12,15 +12,15 @@ from typing import Iterator
 import pytest
 from confluent_kafka import Consumer, ElectionType, TopicPartition
 
-from kmon.events import EVENTS_TOPIC
-from kmon.metrics import CATALOG
 from cli.monitor import COLLECTORS, MonitorOptions, collector_argv
+from kmon.events import EVENTS_TOPIC
+from kmon.history import CONTROLLER_CHANGES
+from kmon.metrics import CATALOG
 from stack.local import LocalStack
 from stack.process import free_port
-from kmon.history import CONTROLLER_CHANGES
 from streaming.fold.records import apply_event
 from tests.conftest import monitored_stack
-from tests.support import (assigned_replicas, create_topic, eventually, events_on, leave_group, metrics, never,
+from tests.support import (assigned_replicas, create_topic, events_on, eventually, leave_group, metrics, never,
                            partition_state, value)
 
 pytestmark = pytest.mark.integration
@@ -446,11 +446,11 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
     order, as many as the counters say; and the dashboards' annotations mark those moments."""
     from collections import Counter
 
+    from cli.monitor import checkpoint_dir
     from dashboards.catalog import load_all, queries_for_prometheus
     from kmon.history import COUNTED, Transition, order_key
-    from cli.monitor import checkpoint_dir
-    from streaming.paths import history_dir
     from streaming.history_log import files, read
+    from streaming.paths import history_dir
     assert mon.state
     started = time.time()
 
@@ -556,8 +556,8 @@ def test_12_a_restarted_groups_collector_does_not_revive_a_deleted_group(mon: Lo
     s5-group's generations come before its deletion (test_5): the group stays deleted, and
     none of its rebalances is counted or written again."""
     from cli.monitor import checkpoint_dir
-    from streaming.paths import history_dir
     from streaming.history_log import files, read
+    from streaming.paths import history_dir
 
     def rows() -> list[tuple]:
         return sorted((t.kind, t.generation, t.time_ms) for f in files(history_dir(checkpoint_dir(mon.dir))) if f.cluster == CLUSTER

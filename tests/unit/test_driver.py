@@ -7,8 +7,8 @@ import streaming.views.isr
 from kmon.codec import encode
 from kmon.events import EVENTS_TOPIC, ControllerState, Event, PartitionState, TopicState, ZnodeMeta
 from streaming.driver import ViewDriver
-from streaming.fold.entity_step import fold, summarise
 from streaming.fold.arrow import table
+from streaming.fold.entity_step import fold, summarise
 from streaming.history_log import HistoryLog, files, read
 from streaming.published import LatestPublished
 from streaming.record_log import RecordLog

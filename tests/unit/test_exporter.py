@@ -10,14 +10,14 @@ from prometheus_client.utils import floatToGoString
 
 import streaming.views
 import streaming.views.self
+from kmon import http
 from kmon.events import BrokerState, ControllerState, Endpoint, GroupState, TopicLag
 from kmon.metrics import BY_NAME, GROUP_STATES, known_series_names
-from kmon import http
 from streaming.exporter import serve_metrics
 from streaming.published import LatestPublished, Published
-from streaming.views.stats import BatchStats, SelfStats
 from streaming.views import CLUSTER_FAMILIES, ViewOptions, Views
-from streaming.views.exposition import EXPORTED, FAMILIES, CONTENT_TYPE, Exposition, Rows, go_float, render
+from streaming.views.exposition import CONTENT_TYPE, EXPORTED, FAMILIES, Exposition, Rows, go_float, render
+from streaming.views.stats import BatchStats, SelfStats
 from tests.unit.test_views import BROKERS, Series, broker, keyed, parse, part, rec, topic, value
 
 STATS = SelfStats().add(BatchStats(duration_s=0.25, finished_ms=5_000, input_rows={"c1": 7},

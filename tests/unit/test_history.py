@@ -19,12 +19,12 @@ from hypothesis import strategies as st
 from cli.main import main
 from kmon.codec import encode
 from kmon.events import BrokerState, ControllerState, Event, GroupMember, GroupState, PartitionState, TopicState
-from kmon.history import (COUNTED, CONTROLLER_CHANGES, ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, REBALANCES,
+from kmon.history import (CONTROLLER_CHANGES, COUNTED, ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, REBALANCES,
                           TRANSITION_KINDS, UNCLEAN_LEADER_ELECTIONS, Transition, order_key)
-from streaming.fold.entity_step import fold
 from streaming.fold.arrow import from_ipc, table, to_ipc
-from streaming.history_log import HistoryLog, files, read
+from streaming.fold.entity_step import fold
 from streaming.fold.records import EntityRecord, apply_event, record_from_json
+from streaming.history_log import HistoryLog, files, read
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY_MS = 86_400_000

@@ -20,21 +20,21 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import kmon.codec
-
 from kmon.codec import decode, encode, plain, to_json
-from kmon.events import (EVENTS_TOPIC, KINDS, MARKER_KINDS, STATE_TYPES, BrokerState, ControllerState, Endpoint,
-                         Event, GroupMember, GroupState, IsrChangeState, MalformedEvent, PartitionState,
+from kmon.events import (EVENTS_TOPIC, KINDS, MARKER_KINDS, STATE_TYPES, BrokerState, ControllerState, Endpoint, Event,
+                         GroupMember, GroupState, IsrChangeState, MalformedEvent, PartitionState,
                          PreferredElectionState, ReassignmentState, SnapshotMarker, TopicDeletionState, TopicLag,
                          TopicState, ZnodeMeta, entity_key)
 from kmon.metrics import GROUP_STATES
 from streaming.driver import ViewDriver
 from streaming.fold.entity_step import fold
+from streaming.fold.records import EntityRecord, record_from_json, record_to_json
 from streaming.published import LatestPublished
 from streaming.record_log import RecordLog
-from streaming.fold.records import EntityRecord, record_from_json, record_to_json
 from streaming.views import ViewOptions
 from streaming.views.exposition import FAMILIES
-from tests.unit.test_driver import batch as driver_batch, history
+from tests.unit.test_driver import batch as driver_batch
+from tests.unit.test_driver import history
 from tests.unit.test_exporter import errors, scrape
 
 # Fixed examples (derandomize) so that CI runs what ran here; no example database in the tree.

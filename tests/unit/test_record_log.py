@@ -1,8 +1,8 @@
 """The driver's record log: what a restarted app loads, and how often it rewrites everything."""
 from pathlib import Path
 
-from streaming.record_log import RecordLog
 from streaming.fold.records import EntityRecord, RecordJson, record_from_json, record_to_json
+from streaming.record_log import RecordLog
 from tests.unit.test_driver import controller_row
 
 

@@ -4,11 +4,11 @@ from dataclasses import replace
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kmon.events import (BrokerState, ControllerState, GroupMember, GroupState, PartitionState,
-                         ReassignmentState, SnapshotMarker, TopicDeletionState, TopicLag, TopicState)
+from kmon.events import (BrokerState, ControllerState, GroupMember, GroupState, PartitionState, ReassignmentState,
+                         SnapshotMarker, TopicDeletionState, TopicLag, TopicState)
 from streaming.fold.records import EntityRecord
-from streaming.views.stats import SelfStats
 from streaming.views import ViewOptions, Views
+from streaming.views.stats import SelfStats
 
 Series = dict[tuple[str, frozenset], float]
 
