@@ -201,6 +201,8 @@ class LocalStack:
     def _take_ownership(self) -> None:
         try:
             self.owner.acquire(self.command)
+        except OSError as e:
+            raise StackError(f"cannot keep a stack in {self.dir} (--dir): {e.strerror or e}") from None
         except Busy as e:
             raise StackError(f"a stack is already running in {self.dir}, {e}; `kmon stack status --dir "
                              f"{self.dir}` shows it, `kmon stack down --dir {self.dir}` stops it") from None
