@@ -15,16 +15,17 @@ from cli.monitor import MonitorOptions, checkpoint_dir, start_monitor
 from kmon import flags, logs
 from kmon.signals import stop_on_signals
 from kmon.toolchain import MissingTool, find_toolchain
-from stack.keeper import Keeper
+from stack.keeper import Keeper, request_start
 from stack.local import LocalStack, StackError, StackRequest, StackState
-from stack.owner import holder
+from stack.owner import Busy, holder
 from stack.process import pid_alive
 from streaming.paths import history_dir
 
 log = logging.getLogger("kmon")
 
 DEFAULT_STACK_DIR = ".kmon/stack"
-RUN = "kmon run"       # the owner of a stack directory that `kmon stack down` may ask to stop
+RUN = "kmon run"       # the owner of a stack directory that `kmon stack down|start` may ask
+START_WAIT_S = 120.0   # how long `kmon stack start` waits for `kmon run` to start a process
 KEEP_EVERY_S = 1.0     # how often `kmon run` looks at its parts
 
 
@@ -86,6 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
     status = ssub.add_parser("status", help="each process, and the brokers registered in ZooKeeper")
     _dir_flag(status)
     status.set_defaults(handler=cmd_stack_status)
+    start = ssub.add_parser("start", help="start again a stopped process of the stack (a broker you killed)",
+                            description="Start again a process of the stack that is not running, e.g. "
+                                        "broker-2 or zookeeper (names: kmon stack status), and wait until it "
+                                        "serves. A stack that `kmon run` drives is asked to do it itself.")
+    start.add_argument("name", help="the process, as `kmon stack status` names it")
+    _dir_flag(start)
+    start.set_defaults(handler=cmd_stack_start)
 
     from streaming.cli import add_stream_parser
     add_stream_parser(sub)
@@ -221,6 +229,38 @@ def cmd_stack_status(args: argparse.Namespace) -> int:
         print(f"  registered brokers: {stack.registered_brokers()}  controller: {stack.controller_id()}")
     all_up = all(c.alive() for c in state.components.values())
     return 0 if all_up else 1
+
+
+def cmd_stack_start(args: argparse.Namespace) -> int:
+    stack = LocalStack(args.dir, find_toolchain(), command="kmon stack start")
+    if stack.state is None:
+        raise StackError(f"no stack in {args.dir}")
+    c = stack.component(args.name)
+    if c.alive():
+        print(f"{c.name} is already running (pid {c.pid})")
+        return 0
+    owner = holder(stack.dir)
+    if owner is not None and owner.command == RUN:
+        request_start(stack.dir, c.name)   # only the owner may add to its processes
+        deadline = time.monotonic() + START_WAIT_S
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            started = StackState.load(stack.dir)
+            if started and (now := started.components.get(c.name)) and now.pid != c.pid and now.alive():
+                print(f"{c.name} started (pid {now.pid}) by {RUN} (pid {owner.pid}); its log: {now.log}")
+                return 0
+        raise StackError(f"{RUN} (pid {owner.pid}) did not start {c.name} within {START_WAIT_S:.0f} s: "
+                         f"see its output and {c.log}")
+    try:
+        stack.owner.acquire("kmon stack start")
+    except Busy as e:
+        raise StackError(f"the stack in {args.dir} is {e}: ask that") from None
+    try:
+        stack.start(c.name)
+    finally:
+        stack.owner.release()
+    print(f"{c.name} started (pid {c.pid}); its log: {c.log}")
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:

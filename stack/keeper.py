@@ -7,20 +7,34 @@ how it ended and when it comes back. The monitored cluster's brokers and ZooKeep
 user faults on purpose: those are left as they are.
 
 It runs in the thread that owns the stack (a child dies with the thread that started it, see
-signals.die_with_parent) and only spawns: a restarted part says itself when it is ready.
+signals.die_with_parent) and only spawns: a restarted part says itself when it is ready. So a
+user's `kmon stack start NAME` (a broker they killed, say) is a request it carries out: a file
+``<dir>/requests/<name>`` (:func:`request_start`), since only the owner may add to its processes.
 """
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from kmon.restarts import pause_after
-from stack.local import LocalStack
+from stack.local import LocalStack, StackError
 from stack.process import exit_status
 
 log = logging.getLogger("kmon.run")
+REQUESTS = "requests"   # <dir>/requests/<component>: start it (kmon stack start)
+
+
+def request_start(directory: Path, name: str) -> None:
+    """Ask the `kmon run` that owns ``directory`` to start ``name`` again."""
+    requests = directory / REQUESTS
+    requests.mkdir(parents=True, exist_ok=True)
+    tmp = requests / f".{name}.tmp"
+    tmp.write_text(f"{os.getpid()}\n")
+    tmp.replace(requests / name)
 
 
 def kept(name: str) -> bool:
@@ -42,10 +56,11 @@ class Keeper:
         self._parts: dict[str, _Part] = {}
 
     def check(self) -> list[str]:
-        """One look at every kept part; returns the names started again by this look."""
+        """One look at every kept part, and at the user's requests; returns the names started
+        again by this look."""
         assert self.stack.state
         now = self.clock()
-        restarted = []
+        restarted = self._requested()
         for name, c in list(self.stack.state.components.items()):
             if not kept(name):
                 continue
@@ -71,3 +86,23 @@ class Keeper:
             restarted.append(name)
             log.info("%s started again (pid %d)", name, c.pid)
         return restarted
+
+    def _requested(self) -> list[str]:
+        """Carry out the `kmon stack start` requests: each component named, if it is stopped."""
+        requests = self.stack.dir / REQUESTS
+        started = []
+        for request in sorted(requests.glob("[!.]*")) if requests.is_dir() else ():
+            request.unlink(missing_ok=True)
+            name = request.name
+            try:
+                if self.stack.component(name).alive():
+                    log.info("%s: asked to start it, but it is running", name)
+                    continue
+                log.info("starting %s, as asked (kmon stack start)", name)
+                self.stack.start(name)
+            except (StackError, RuntimeError, OSError) as e:   # not ready in time, no such part...
+                log.error("starting %s, as asked, failed: %s", name, e)
+                continue
+            self._parts.pop(name, None)   # a new run: its crash-loop pause starts afresh
+            started.append(name)
+        return started

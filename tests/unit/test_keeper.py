@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 
 from kmon.restarts import FIRST_PAUSE_S
-from stack.keeper import Keeper, kept
+from stack.keeper import Keeper, kept, request_start
 from stack.local import Component, LocalStack, StackState
 from stack.process import pid_alive
 from tests.unit.fakes import Clock
@@ -97,3 +97,20 @@ def test_a_part_stopped_by_the_stack_is_not_restarted_once_gone_from_it(stack: L
     pid = stack.state.components["stream"].pid
     stack.remove("stream")
     assert keeper.check() == [] and not pid_alive(pid)
+
+
+def test_a_start_the_user_asked_for_is_carried_out_once(stack: LocalStack, caplog: pytest.LogCaptureFixture) -> None:
+    """`kmon stack start zookeeper` under `kmon run`: a part the keeper does not restart by itself
+    is started when asked, and the request is gone once carried out."""
+    assert stack.state
+    keeper = Keeper(stack, Clock())
+    zookeeper = stack.state.components["zookeeper"]
+    stack.kill("zookeeper", signal.SIGKILL)
+    assert keeper.check() == []   # not kept: the user's to fault
+    request_start(stack.dir, "zookeeper")
+    request_start(stack.dir, "stream")   # running: said, nothing done
+    with caplog.at_level(logging.INFO, logger="kmon.run"):
+        assert keeper.check() == ["zookeeper"]
+    assert zookeeper.alive() and keeper.check() == []
+    assert "stream: asked to start it, but it is running" in caplog.text
+    assert not any((stack.dir / "requests").iterdir())
