@@ -8,17 +8,16 @@ import shutil
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 
 from cli.monitor import MonitorOptions, checkpoint_dir, start_monitor
 from kmon import flags, logs
 from kmon.signals import stop_on_signals
-from kmon.toolchain import MissingTool, find_toolchain
+from kmon.toolchain import find_toolchain
 from stack.keeper import Keeper, request_start
-from stack.local import LocalStack, StackError, StackRequest, StackState
+from stack.local import Component, LocalStack, StackError, StackRequest, StackState
 from stack.owner import Busy, holder
-from stack.process import pid_alive
+from stack.process import pid_alive, wait_until
 from streaming.paths import history_dir
 
 log = logging.getLogger("kmon")
@@ -26,6 +25,7 @@ log = logging.getLogger("kmon")
 DEFAULT_STACK_DIR = ".kmon/stack"
 RUN = "kmon run"       # the owner of a stack directory that `kmon stack down|start` may ask
 START_WAIT_S = 120.0   # how long `kmon stack start` waits for `kmon run` to start a process
+STOP_WAIT_S = 120.0    # how long `kmon stack down` waits for `kmon run` to stop everything
 KEEP_EVERY_S = 1.0     # how often `kmon run` looks at its parts
 
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(args.log_level)
     try:
         return args.handler(args)
-    except (StackError, MissingTool, TimeoutError, RuntimeError, OSError) as e:
+    except (RuntimeError, OSError) as e:   # StackError, MissingTool, a server not ready in time, a file
         log.error("%s", e)
         log.debug("where it failed", exc_info=True)
         return 1
@@ -194,11 +194,7 @@ def cmd_stack_down(args: argparse.Namespace) -> int:
         # its keeper would start again what is stopped under it: it stops everything itself
         print(f"asking {RUN} (pid {owner.pid}) to stop everything it started", flush=True)
         os.kill(owner.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 120
-        while pid_alive(owner.pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if pid_alive(owner.pid):
-            raise StackError(f"{RUN} (pid {owner.pid}) did not stop within 120 s")
+        wait_until(lambda: not pid_alive(owner.pid), STOP_WAIT_S, f"{RUN} (pid {owner.pid}) stopping")
         print(f"{RUN} (pid {owner.pid}) stopped")
         if not args.purge:
             return 0
@@ -242,15 +238,15 @@ def cmd_stack_start(args: argparse.Namespace) -> int:
     owner = holder(stack.dir)
     if owner is not None and owner.command == RUN:
         request_start(stack.dir, c.name)   # only the owner may add to its processes
-        deadline = time.monotonic() + START_WAIT_S
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            started = StackState.load(stack.dir)
-            if started and (now := started.components.get(c.name)) and now.pid != c.pid and now.alive():
-                print(f"{c.name} started (pid {now.pid}) by {RUN} (pid {owner.pid}); its log: {now.log}")
-                return 0
-        raise StackError(f"{RUN} (pid {owner.pid}) did not start {c.name} within {START_WAIT_S:.0f} s: "
-                         f"see its output and {c.log}")
+
+        def restarted() -> Component | None:
+            state = StackState.load(stack.dir)
+            now = state.components.get(c.name) if state else None
+            return now if now and now.pid != c.pid and now.alive() else None
+        now = wait_until(restarted, START_WAIT_S, f"{RUN} (pid {owner.pid}) starting {c.name} (see its output "
+                         f"and {c.log})", interval=0.5)
+        print(f"{c.name} started (pid {now.pid}) by {RUN} (pid {owner.pid}); its log: {now.log}")
+        return 0
     try:
         stack.owner.acquire("kmon stack start")
     except Busy as e:

@@ -204,13 +204,14 @@ class LocalStack:
         except OSError as e:
             raise StackError(f"cannot keep a stack in {self.dir} (--dir): {e.strerror or e}") from None
         except Busy as e:
-            raise StackError(f"a stack is already running in {self.dir}, {e}; `kmon stack status --dir "
-                             f"{self.dir}` shows it, `kmon stack down --dir {self.dir}` stops it") from None
+            raise self._running(f", {e}") from None
         if self.state and (running := [c for c in self.state.components.values() if c.alive()]):
             self.owner.release()
-            names = ", ".join(f"{c.name} (pid {c.pid})" for c in running)
-            raise StackError(f"a stack is already running in {self.dir}: {names}; `kmon stack status --dir "
-                             f"{self.dir}` shows it, `kmon stack down --dir {self.dir}` stops it")
+            raise self._running(": " + ", ".join(f"{c.name} (pid {c.pid})" for c in running))
+
+    def _running(self, which: str) -> StackError:
+        return StackError(f"a stack is already running in {self.dir}{which}; `kmon stack status --dir {self.dir}` "
+                          f"shows it, `kmon stack down --dir {self.dir}` stops it")
 
     def _up(self, req: StackRequest, fresh: bool) -> StackState:
         if fresh and self.dir.exists():

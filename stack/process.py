@@ -9,10 +9,12 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 from kmon import signals
 
+
+T = TypeVar("T")
 
 # Picked ports start here: below, system services; from the kernel's ephemeral range on, any
 # socket's automatic port.
@@ -60,14 +62,15 @@ def ephemeral_ports(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range"))
         return 32768, 60999
 
 
-def wait_until(check: Callable[[], bool], timeout: float, what: str, interval: float = 0.2,
-               alive: Callable[[], bool] | None = None) -> None:
-    """Poll ``check`` until true; fail naming ``what`` on timeout or when ``alive`` says the process died."""
+def wait_until(check: Callable[[], T], timeout: float, what: str, interval: float = 0.2,
+               alive: Callable[[], bool] | None = None) -> T:
+    """Poll ``check`` until it returns something true, and return that; fail naming ``what`` on
+    timeout or when ``alive`` says the process died."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            if check():
-                return
+            if found := check():
+                return found
         except Exception:  # not ready yet: a refused connection, a missing znode...
             pass
         if alive is not None and not alive():
