@@ -21,7 +21,7 @@ SCHEMA_VERSION = 1
 EVENTS_TOPIC = "kmon-events"   # the events topic unless a command is told another
 SUPPORTED_VERSIONS = frozenset({1})
 
-Source = Literal["zk", "groups"]
+Source = Literal["zk", "kraft", "groups"]
 Op = Literal["upsert", "delete", "marker"]
 
 
@@ -61,10 +61,19 @@ class ZnodeMeta:
     version_gap: Int32 = 0
 
 
+@dataclass(frozen=True)
+class LogMeta:
+    """Where a kraft-sourced state came from: its place in the metadata log, ``__cluster_metadata``."""
+    offset: Int64                    # metadata offset of the newest record the state reflects
+    epoch: Int32                     # raft epoch of that record's batch: the controller that wrote it
+    append_ms: Int64 | None = None   # when that controller appended the batch
+
+
 # ---------------------------------------------------------------- typed entity states
 
 @dataclass(frozen=True)
 class ControllerState:
+    # KRaft: the quorum leader and its epoch (never what DescribeCluster/Metadata answer)
     broker_id: BrokerOrNone           # -1 when no controller is registered
     epoch: Int32 | None               # /controller_epoch, None if absent
     timestamp_ms: Int64 | None = None   # from the /controller registration
@@ -91,6 +100,12 @@ class BrokerState:
     format_version: Int32 = 0
     # feature -> {"min_version": .., "max_version": ..}: KIP-584's int16 version levels
     features: Mapping[str, Mapping[str, Annotated[int, Range(0, 2**15 - 1)]]] = field(default_factory=dict)
+    # KRaft only: a registered broker is fenced (not serving: no heartbeat within its session, or
+    # just registered) or unfenced, and may be in a controlled shutdown
+    fenced: bool = False
+    in_controlled_shutdown: bool = False
+    incarnation_id: str | None = None     # a new one each time the broker process starts
+    broker_epoch: Int64 | None = None     # KRaft: the metadata offset of its registration
 
 
 @dataclass(frozen=True)
@@ -117,6 +132,10 @@ class PartitionState:
     # The topic is queued for deletion (/admin/delete_topics/<t>): the controller now takes its
     # replicas offline one by one, which shrinks the ISR without any broker failing.
     deleting: bool = False
+    # KRaft only (None in ZooKeeper mode): KIP-966's eligible leader replicas, the partition epoch
+    partition_epoch: Int32 | None = None
+    elr: tuple[BrokerId, ...] | None = None
+    last_known_elr: tuple[BrokerId, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +192,27 @@ class GroupState:
 
 
 @dataclass(frozen=True)
+class QuorumReplica:
+    """A voter or observer of the KRaft metadata quorum, as the leader last described it."""
+    replica_id: BrokerId
+    log_end_offset: Annotated[int, Range(-1, INT64_MAX)]    # -1: unknown to the leader
+    lag_records: Int64 = 0          # behind the high watermark
+    lag_ms: Int64 = 0               # since it last caught up with the leader (0 while caught up)
+
+
+@dataclass(frozen=True)
+class QuorumState:
+    """KRaft's metadata quorum (DescribeQuorum, and the metadata log's feature levels)."""
+    leader_id: BrokerOrNone          # -1 while there is no leader
+    epoch: Int32
+    high_watermark: Annotated[int, Range(-1, INT64_MAX)]
+    voters: tuple[QuorumReplica, ...] = ()
+    observers: tuple[QuorumReplica, ...] = ()
+    # finalized feature levels (FeatureLevelRecord), metadata.version among them
+    features: Mapping[str, Annotated[int, Range(0, 2**15 - 1)]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class SnapshotMarker:
     snapshot_id: str
     reason: str                      # start | reconnect | expired | buffer_overflow
@@ -193,6 +233,7 @@ STATE_TYPES: dict[str, type] = {
     "topic_deletion": TopicDeletionState,         # /admin/delete_topics/<t>                  topic_deletion:<t>
     "isr_change": IsrChangeState,                 # /isr_change_notification/<seq>            isr_change:<seq>
     "group": GroupState,                          # a consumer group                          group:<g>
+    "quorum": QuorumState,                        # KRaft: DescribeQuorum + feature levels    quorum
     "snapshot_begin": SnapshotMarker,             # resync markers                            snapshot:<source>
     "snapshot_end": SnapshotMarker,
 }
@@ -220,8 +261,16 @@ class Event:
     data: Any                        # one of STATE_TYPES[kind]; None for deletes
     zxid: Int64 | None = None        # zk ordering key: newest zxid the state reflects
     znode: ZnodeMeta | None = None
+    log: LogMeta | None = None       # kraft: its place in the metadata log (the ordering key: log.offset)
     snapshot_id: str | None = None   # set on events emitted as part of a resync snapshot
     v: int = SCHEMA_VERSION
+
+    @property
+    def position(self) -> int | None:
+        """The source's ordering key of the state: a zxid (zk) or a metadata offset (kraft)."""
+        if self.zxid is not None:
+            return self.zxid
+        return self.log.offset if self.log is not None else None
 
     @property
     def message_key(self) -> str:

@@ -37,8 +37,8 @@ def cluster_of(key: str) -> str:
 class Applied(enum.StrEnum):
     """What apply_event did with an event (for the self-metrics)."""
     APPLIED = "applied"        # the record took the event's state
-    DUPLICATE = "duplicate"    # already applied: same zxid, same marker, or an equal state
-    STALE = "stale"            # older than the record (lower zxid / generation): ignored
+    DUPLICATE = "duplicate"    # already applied: same position, same marker, or an equal state
+    STALE = "stale"            # older than the record (lower position / generation): ignored
     MALFORMED = "malformed"    # does not fit the record: kind/op mismatch, end marker without its begin
 
 
@@ -51,7 +51,9 @@ class EntityRecord:
     kind: str                  # for snapshot:<source>, the kind of the latest marker
     source: Source
     state: Any                 # STATE_TYPES[kind]; None when deleted
-    zxid: Int64 | None         # newest zxid applied (kept on a tombstone against resurrection)
+    # newest position applied (Event.position: a zxid or a metadata offset; kept on a tombstone
+    # against resurrection)
+    position: Int64 | None
     counters: Mapping[str, Int64] = field(default_factory=dict)
     last_observed_ms: Int64 = 0
     # groups: when the current group state began; snapshot:<source>: when the last
@@ -79,14 +81,15 @@ def apply_event(record: EntityRecord | None, event: Event) -> Folded:
         return Folded(record, Applied.MALFORMED)
     if event.kind in MARKER_KINDS:
         return Folded(*_apply_marker(record, event))
-    if record is not None and record.zxid is not None and event.zxid is not None:
+    position = event.position
+    if record is not None and record.position is not None and position is not None:
         # Only an older event is ignored. An upsert at the record's zxid is a re-read when its
         # state is the record's (_upsert finds it a duplicate); with another state it is newer:
         # an entity of several znodes (/controller + /controller_epoch) read one part before and
         # one after a multi-op that wrote both at one zxid (Kafka's controller election) was
         # half stale, and the read that follows it carries the same zxid. A delete at that zxid
         # removes the state it was read with.
-        if event.zxid < record.zxid:
+        if position < record.position:
             return Folded(_touch(record, event), Applied.STALE)
     if event.op == "delete":
         return _delete(record, event)
@@ -107,7 +110,7 @@ def _fits(record: EntityRecord | None, event: Event) -> bool:
 
 def _empty(event: Event) -> EntityRecord:
     return EntityRecord(cluster=event.cluster, entity=event.entity, kind=event.kind,
-                        source=event.source, state=None, zxid=None,
+                        source=event.source, state=None, position=None,
                         last_observed_ms=event.observed_ms)
 
 
@@ -121,7 +124,7 @@ def _touch(record: EntityRecord, event: Event, **changes: Any) -> EntityRecord:
     ``changes``, in the same copy (the fold's hot path: ``dataclasses.replace`` scans the
     fields at every call; a record's ``__dict__`` is its fields)."""
     copy = object.__new__(EntityRecord)   # filled as the fast decoder does: the frozen __init__ sets field by field
-    copy.__dict__.update(record.__dict__, zxid=_max(record.zxid, event.zxid),
+    copy.__dict__.update(record.__dict__, position=_max(record.position, event.position),
                          last_observed_ms=max(record.last_observed_ms, event.observed_ms),
                          snapshot_id=event.snapshot_id or record.snapshot_id, **changes)
     return copy
@@ -130,7 +133,7 @@ def _touch(record: EntityRecord, event: Event, **changes: Any) -> EntityRecord:
 def _delete(record: EntityRecord | None, event: Event) -> Folded:
     if record is not None and record.deleted:
         return Folded(_touch(record, event), Applied.DUPLICATE)
-    # The tombstone keeps the zxid so an older replayed upsert cannot resurrect the
+    # The tombstone keeps the position so an older replayed upsert cannot resurrect the
     # entity; the counters go with the entity.
     told = transitions(record.state if record is not None else None, None, event, first_sight=record is None)
     return Folded(_touch(record or _empty(event), event, state=None, counters={}, broker_counters={},

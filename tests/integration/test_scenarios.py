@@ -383,8 +383,10 @@ def test_9_every_dashboard_query_returns_data_for_its_scenario(mon: LocalStack) 
         events.produce(MonitorOptions().events_topic, key=f"{CLUSTER}/partition:{topic}:0".encode(),
                        value=b"{garbage")
         events.flush(30)
+        kraft_only = [m.name for m in CATALOG if m.kraft_only]   # no data from a ZooKeeper-mode cluster
         queries = [(f"{d['title']} / {title}", expr) for d in load_all()
-                   for title, expr in queries_for_prometheus(d, CLUSTER, range_="30m")]
+                   for title, expr in queries_for_prometheus(d, CLUSTER, range_="30m")
+                   if not any(name in expr for name in kraft_only)]
         has_data = lambda expr: bool(prom(mon, "/api/v1/query", query=expr)["result"])
         # healthy-cluster panels now (a dead broker can take its groups' coordinator, and lag, away)
         empty = [(name, expr) for name, expr in queries if not has_data(expr)]
@@ -527,7 +529,7 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
     isr: dict[tuple[str | None, int | None], list[Transition]] = {}
     for t in history:
         changes = isr.setdefault((t.topic, t.partition), [])
-        if t.kind in ("isr_shrink", "isr_expand") and (not changes or changes[-1].zxid != t.zxid):
+        if t.kind in ("isr_shrink", "isr_expand") and (not changes or changes[-1].position != t.position):
             changes.append(t)   # one ISR change can shrink and expand: one step of the chain
     for changes in isr.values():
         assert [set(t.old.split(",")) for t in changes[1:]] == [set(t.new.split(",")) for t in changes[:-1]]  # type: ignore[union-attr]

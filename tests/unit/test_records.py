@@ -58,7 +58,7 @@ def test_counts_isr_changes_per_broker():
     rec, outcomes = fold(FOLLOWER_DIES)
     assert outcomes == [Applied.APPLIED] * 3
     assert rec.broker_counters == {"isr_shrinks": {2: 1}, "isr_expands": {2: 1}} and rec.counters == {}
-    assert rec.zxid == 12 and rec.state.isr == (1, 2, 3)
+    assert rec.position == 12 and rec.state.isr == (1, 2, 3)
 
 
 def test_replaying_the_same_events_never_counts_twice():
@@ -72,7 +72,7 @@ def test_equal_state_at_a_newer_zxid_changes_nothing_but_the_bookkeeping():
     rec, _ = fold(LEADER_MOVES)
     rec2, applied, _ = apply_event(rec, part_event(20, 2, (2, 3), at=5000))
     assert applied is Applied.DUPLICATE
-    assert counts(rec2) == LEADER_MOVES_COUNTS and rec2.zxid == 20 and rec2.last_observed_ms == 5000
+    assert counts(rec2) == LEADER_MOVES_COUNTS and rec2.position == 20 and rec2.last_observed_ms == 5000
 
 
 def test_election_and_unclean_election():
@@ -108,7 +108,7 @@ def test_delete_keeps_a_tombstone_without_counters():
     assert counts(rec) == LEADER_MOVES_COUNTS
     rec, applied, _ = apply_event(rec, part_event(14, 0, (), op="delete"))
     assert applied is Applied.APPLIED
-    assert rec.deleted and rec.state is None and counts(rec) == ({}, {}) and rec.zxid == 14
+    assert rec.deleted and rec.state is None and counts(rec) == ({}, {}) and rec.position == 14
 
 
 def test_delete_at_the_records_zxid_still_deletes():
