@@ -15,10 +15,18 @@ TRANSITION_KINDS: dict[str, str] = {
     "isr_shrink": "a broker left a partition's ISR (old/new: the ISR)",
     "isr_expand": "a broker joined a partition's ISR (old/new: the ISR)",
     "leader_election": "a partition got a new leader from its ISR (old/new: the leader, epoch: leader epoch)",
-    "unclean_leader_election": "a partition got a new leader from outside its last ISR",
-    "controller_change": "the active controller changed, -1 meaning none (old/new: broker, epoch: controller epoch)",
-    "broker_registered": "a broker registered in ZooKeeper",
-    "broker_gone": "a broker's registration disappeared (shutdown, crash or lost session)",
+    "elr_leader_election": "a partition got a new leader from its eligible leader replicas, outside its last ISR "
+                           "(KRaft, KIP-966: clean)",
+    "unclean_leader_election": "a partition got a new leader from outside its last ISR (KRaft: and outside its "
+                               "eligible leader replicas, or entering leader recovery)",
+    "controller_change": "the active controller changed, -1 meaning none (old/new: broker, or KRaft's quorum leader; "
+                         "epoch: controller epoch, or the quorum's raft epoch)",
+    "broker_registered": "a broker registered (ZooKeeper, or KRaft's metadata log: also a restarted broker's new "
+                         "registration)",
+    "broker_gone": "a broker's registration disappeared (shutdown, crash or lost session; KRaft: unregistered)",
+    "broker_fenced": "a registered broker was fenced: it missed its heartbeats or completed its shutdown (KRaft)",
+    "broker_unfenced": "a fenced broker was unfenced: caught up with the metadata log, it serves again (KRaft)",
+    "broker_controlled_shutdown": "a broker began a controlled shutdown: its leaders move away (KRaft)",
     "topic_created": "a topic appeared",
     "topic_deleted": "a topic disappeared",
     "reassignment_started": "a partition began moving (old: its replicas, new: the target)",
@@ -42,14 +50,17 @@ ISR_SHRINKS = "isr_shrinks"
 ISR_EXPANDS = "isr_expands"
 LEADER_ELECTIONS = "leader_elections"
 UNCLEAN_LEADER_ELECTIONS = "unclean_leader_elections"
+ELR_LEADER_ELECTIONS = "elr_leader_elections"
 CONTROLLER_CHANGES = "controller_changes"
 REBALANCES = "rebalances"
 
 COUNTED: tuple[Counted, ...] = (
     Counted("kmon_isr_shrinks_total", ISR_SHRINKS, ("isr_shrink",), per_broker=True),
     Counted("kmon_isr_expands_total", ISR_EXPANDS, ("isr_expand",), per_broker=True),
-    Counted("kmon_leader_elections_total", LEADER_ELECTIONS, ("leader_election", "unclean_leader_election")),
+    Counted("kmon_leader_elections_total", LEADER_ELECTIONS,
+            ("leader_election", "elr_leader_election", "unclean_leader_election")),
     Counted("kmon_unclean_leader_elections_total", UNCLEAN_LEADER_ELECTIONS, ("unclean_leader_election",)),
+    Counted("kmon_elr_leader_elections_total", ELR_LEADER_ELECTIONS, ("elr_leader_election",)),
     Counted("kmon_controller_changes_total", CONTROLLER_CHANGES, ("controller_change",)),
     Counted("kmon_consumer_group_rebalances_total", REBALANCES, ("rebalance",)),
 )
@@ -73,18 +84,19 @@ class Transition(NamedTuple):
     new: str | None = None
     epoch: int | None = None     # leader epoch or controller epoch
     generation: int | None = None
-    # ZooKeeper's order of the change: orders what one millisecond holds
-    zxid: int | None = None
+    # the source's order of the change (a zxid, or a metadata offset under KRaft): orders what one
+    # millisecond holds
+    position: int | None = None
     detail: str | None = None    # the rest, for people: members, assignor, leader of a group
 
 
 COLUMNS: tuple[str, ...] = Transition._fields
 
 
-# order_key's columns, for a columnar sort (a missing zxid first, as order_key's -1)
-ORDER: tuple[str, ...] = ("time_ms", "zxid", "entity", "kind")
+# order_key's columns, for a columnar sort (a missing position first, as order_key's -1)
+ORDER: tuple[str, ...] = ("time_ms", "position", "entity", "kind")
 
 
 def order_key(t: Transition) -> tuple[int, int, str, str]:
-    """Time, then ZooKeeper's order, then the entity: a stable order for rows of one instant."""
-    return t.time_ms, t.zxid if t.zxid is not None else -1, t.entity, t.kind
+    """Time, then the source's order, then the entity: a stable order for rows of one instant."""
+    return t.time_ms, t.position if t.position is not None else -1, t.entity, t.kind

@@ -19,14 +19,17 @@ class MetricSpec:
     labels: tuple[str, ...]  # besides "cluster", which every series carries
     help: str
     family: str  # the view family that computes it (streaming/views/<family>.py), or "collector"
+    # exported for KRaft clusters only: a ZooKeeper-mode cluster has no quorum, fencing or ELR
+    kraft_only: bool = False
 
     @property
     def all_labels(self) -> tuple[str, ...]:
         return ("cluster",) + self.labels
 
 
-def _m(name: str, type_: MetricType, labels: tuple[str, ...], help_: str, family: str) -> MetricSpec:
-    return MetricSpec(PREFIX + name, type_, labels, help_, family)
+def _m(name: str, type_: MetricType, labels: tuple[str, ...], help_: str, family: str,
+       kraft_only: bool = False) -> MetricSpec:
+    return MetricSpec(PREFIX + name, type_, labels, help_, family, kraft_only)
 
 
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead",
@@ -34,17 +37,46 @@ GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", 
 
 CATALOG: tuple[MetricSpec, ...] = (
     # controller family
-    _m("controller_id", "gauge", (), "Broker id of the active controller, -1 if none.", "controller"),
-    _m("controller_epoch", "gauge", (), "Value of /controller_epoch.", "controller"),
-    _m("active_controller_count", "gauge", (), "1 if a controller is registered, else 0.", "controller"),
+    _m("controller_id", "gauge", (), "Id of the active controller (KRaft: the quorum leader), -1 if none.",
+       "controller"),
+    _m("controller_epoch", "gauge", (), "Value of /controller_epoch (KRaft: the quorum leader's raft epoch).",
+       "controller"),
+    _m("active_controller_count", "gauge", (),
+       "1 if a controller is registered (KRaft: the quorum has a leader), else 0.", "controller"),
     _m("controller_changes_total", "counter", (),
        "Observed changes of the active controller, including to none.", "controller"),
+    # KRaft's metadata quorum (the controllers), as its leader describes it
+    _m("quorum_leader_id", "gauge", (), "Node id of the metadata quorum's leader (the active controller), -1 if none.",
+       "quorum", kraft_only=True),
+    _m("quorum_epoch", "gauge", (), "Raft epoch of the metadata quorum.", "quorum", kraft_only=True),
+    _m("quorum_high_watermark", "gauge", (),
+       "High watermark of the metadata log (__cluster_metadata): records below it are committed.", "quorum",
+       kraft_only=True),
+    _m("quorum_voters", "gauge", (), "Voters of the metadata quorum (the controllers).", "quorum", kraft_only=True),
+    _m("quorum_observers", "gauge", (),
+       "Observers of the metadata quorum the leader knows (brokers following the metadata log).", "quorum",
+       kraft_only=True),
+    _m("quorum_voter_lag_records", "gauge", ("voter",),
+       "Records a voter is behind the high watermark, +Inf if the leader has not heard from it.", "quorum",
+       kraft_only=True),
+    _m("quorum_voter_lag_seconds", "gauge", ("voter",),
+       "Seconds since a voter last caught up with the leader, +Inf if the leader has not heard from it.", "quorum",
+       kraft_only=True),
+    _m("metadata_version", "gauge", (), "The cluster's finalized metadata.version feature level.", "quorum",
+       kraft_only=True),
     # brokers family
-    _m("brokers", "gauge", (), "Registered (alive) brokers.", "brokers"),
+    _m("brokers", "gauge", (), "Registered brokers that serve (alive; KRaft: and not fenced).", "brokers"),
     _m("broker_up", "gauge", ("broker",),
-       "1 if registered, 0 if it holds replicas but is not registered.", "brokers"),
+       "1 if registered and serving, 0 if it holds replicas but is not registered (KRaft: or is fenced).",
+       "brokers"),
     _m("broker_info", "gauge", ("broker", "host", "port", "rack"),
        "Broker registration details (value is always 1).", "brokers"),
+    _m("broker_fenced", "gauge", ("broker",),
+       "1 if the broker is registered but fenced: not serving (no heartbeat within its session, stopped, or "
+       "not caught up with the metadata log yet), else 0.", "brokers", kraft_only=True),
+    _m("brokers_in_controlled_shutdown", "gauge", (),
+       "Registered brokers in a controlled shutdown, not fenced yet: their leaders are moving away.", "brokers",
+       kraft_only=True),
     # ISR family
     _m("partitions", "gauge", ("topic",), "Partitions of the topic.", "isr"),
     _m("under_replicated_partitions", "gauge", ("topic",),
@@ -53,12 +85,20 @@ CATALOG: tuple[MetricSpec, ...] = (
        "Partitions whose ISR is below min(min.insync.replicas, replication factor).", "isr"),
     _m("at_min_isr_partitions", "gauge", ("topic",),
        "Partitions whose ISR equals min(min.insync.replicas, replication factor).", "isr"),
-    _m("offline_partitions", "gauge", ("topic",), "Partitions without a live leader.", "isr"),
+    _m("offline_partitions", "gauge", ("topic",),
+       "Partitions without a live leader (none, or one not registered; KRaft: or fenced).", "isr"),
     _m("isr_shrinks_total", "counter", ("topic", "broker"), "A broker left a partition's ISR.", "isr"),
     _m("isr_expands_total", "counter", ("topic", "broker"), "A broker joined a partition's ISR.", "isr"),
     _m("leader_elections_total", "counter", ("topic",), "Partition leader changes.", "isr"),
     _m("unclean_leader_elections_total", "counter", ("topic",),
-       "Leader changes to a replica that was not in the previous ISR.", "isr"),
+       "Leader changes to a replica that was not in the previous ISR (KRaft: nor an eligible leader replica, "
+       "or into leader recovery).", "isr"),
+    _m("elr_leader_elections_total", "counter", ("topic",),
+       "Leader changes to an eligible leader replica outside the previous ISR (KIP-966): clean, no data lost.",
+       "isr", kraft_only=True),
+    _m("elr_partitions", "gauge", ("topic",),
+       "Partitions with eligible leader replicas outside the ISR (KIP-966): replicas that left an ISR below "
+       "min.insync.replicas and can still be elected without data loss.", "isr", kraft_only=True),
     _m("partition_isr_size", "gauge", ("topic", "partition"),
        "ISR size of a partition (only partitions that are not fully healthy, by default).", "isr"),
     _m("partition_replicas", "gauge", ("topic", "partition"),
@@ -142,7 +182,8 @@ def known_series_names() -> frozenset[str]:
 def markdown_table() -> str:
     """The README's metric reference (`python -m kmon.metrics` prints it; a test compares)."""
     rows = ["| metric | type | labels (besides cluster) | family | meaning |", "|---|---|---|---|---|"]
-    rows += [f"| `{m.name}` | {m.type} | {', '.join(m.labels) or '—'} | {m.family} | {m.help} |" for m in CATALOG]
+    rows += [f"| `{m.name}` | {m.type} | {', '.join(m.labels) or '—'} | {m.family} | "
+             f"{m.help}{' KRaft only.' if m.kraft_only else ''} |" for m in CATALOG]
     return "\n".join(rows)
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from kmon.events import BrokerState, ControllerState, Event, GroupState, PartitionState, TopicState
 from kmon.history import Transition
-from streaming.fold.transitions import (controller_transitions, group_transitions, partition_transitions,
-                                   saw_every_version)
+from streaming.fold.transitions import (RECOVERING, broker_transitions, controller_transitions, group_transitions,
+                                        partition_transitions, saw_every_version)
 
 
 def transitions(prev: Any, new: Any, event: Event, first_sight: bool) -> tuple[Transition, ...]:
@@ -25,7 +25,7 @@ def transitions(prev: Any, new: Any, event: Event, first_sight: bool) -> tuple[T
 
 
 def _rows(prev: Any, new: Any, event: Event) -> list[Transition]:
-    base = {"time_ms": event.observed_ms, "cluster": event.cluster, "entity": event.entity, "zxid": event.zxid}
+    base = {"time_ms": event.observed_ms, "cluster": event.cluster, "entity": event.entity, "position": event.position}
     if isinstance(new, PartitionState) or isinstance(prev, PartitionState):
         return _partition(prev, new, base, saw_every_version(event))
     if isinstance(new, ControllerState):
@@ -33,11 +33,12 @@ def _rows(prev: Any, new: Any, event: Event) -> list[Transition]:
     if isinstance(new, GroupState) or isinstance(prev, GroupState):
         return _group(prev, new, base)
     if isinstance(new, BrokerState) or isinstance(prev, BrokerState):
-        return _came_or_went(prev, new, base, "broker_registered", "broker_gone",
-                             broker=(new or prev).broker_id)
+        return _broker(prev, new, base)
     if isinstance(new, TopicState) or isinstance(prev, TopicState):
         return _came_or_went(prev, new, base, "topic_created", "topic_deleted",
                              topic=(new or prev).topic) + _reassignments(prev, new, base)
+    # KRaft's quorum is re-emitted every few seconds (its high watermark moves all the time): no
+    # transition, its leader changes are the controller entity's
     return []
 
 
@@ -63,10 +64,37 @@ def _partition(prev: PartitionState | None, new: PartitionState | None, base: di
     rows = [Transition(**at, **isr, kind="isr_shrink", broker=b) for b in sorted(t.shrinks)]
     rows += [Transition(**at, **isr, kind="isr_expand", broker=b) for b in sorted(t.expands)]
     if t.election:
-        rows.append(Transition(**at, kind="unclean_leader_election" if t.unclean else "leader_election",
-                               broker=new.leader, old=str(prev.leader), new=str(new.leader),
-                               epoch=new.leader_epoch, detail=f"isr before {_ids(prev.isr) or 'empty'}"))
+        kind = "unclean_leader_election" if t.unclean else "elr_leader_election" if t.elr else "leader_election"
+        rows.append(Transition(**at, kind=kind, broker=new.leader, old=str(prev.leader), new=str(new.leader),
+                               epoch=new.leader_epoch, detail=_election_detail(prev, new)))
     return rows
+
+
+def _election_detail(prev: PartitionState, new: PartitionState) -> str:
+    detail = f"isr before {_ids(prev.isr) or 'empty'}"
+    if new.elr is None:   # ZooKeeper mode
+        return detail
+    detail += f", elr before {_ids(prev.elr or ()) or 'empty'}"
+    return detail + (", leader recovering" if new.leader_recovery_state == RECOVERING else "")
+
+
+def _broker(prev: BrokerState | None, new: BrokerState | None, base: dict) -> list[Transition]:
+    broker = (new or prev).broker_id
+    if prev is None or new is None:
+        return _came_or_went(prev, new, base, "broker_registered", "broker_gone", broker=broker,
+                             detail=_registration(new) if new is not None else None)
+    t = broker_transitions(prev, new)
+    steps = (("broker_registered", t.reregistered), ("broker_controlled_shutdown", t.controlled_shutdown),
+             ("broker_fenced", t.fenced), ("broker_unfenced", t.unfenced))
+    return [Transition(**base, kind=kind, broker=broker, detail=_registration(new))
+            for kind, happened in steps if happened]
+
+
+def _registration(state: BrokerState) -> str | None:
+    """A KRaft registration, for people: which process, and whether it is shutting down."""
+    if state.incarnation_id is None:
+        return None
+    return f"incarnation {state.incarnation_id}" + (", in controlled shutdown" if state.in_controlled_shutdown else "")
 
 
 def _controller(prev: ControllerState | None, new: ControllerState, base: dict) -> list[Transition]:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from kmon.events import ControllerState, Event, GroupState, PartitionState
+from kmon.events import BrokerState, ControllerState, Event, GroupState, PartitionState
 
 NO_LEADER = -1
+RECOVERING = 1   # PartitionState.leader_recovery_state of a leader elected uncleanly, until it recovered (KIP-704)
 
 
 class PartitionTransitions(NamedTuple):
@@ -19,7 +20,8 @@ class PartitionTransitions(NamedTuple):
     shrinks: frozenset[int] = frozenset()   # brokers that left the ISR
     expands: frozenset[int] = frozenset()   # brokers that joined the ISR
     election: bool = False                  # a new real leader (not a move to -1)
-    unclean: bool = False                   # ... that was not in the previous ISR
+    unclean: bool = False                   # ... that was not in the previous ISR (KRaft: nor ELR)
+    elr: bool = False                       # ... from the previous ELR, outside the previous ISR (KRaft)
 
 
 def partition_transitions(prev: PartitionState | None, new: PartitionState,
@@ -31,16 +33,38 @@ def partition_transitions(prev: PartitionState | None, new: PartitionState,
     old_isr, new_isr = frozenset(prev.isr), frozenset(new.isr)
     # Going offline (leader -> -1) is not an election; coming back (-1 -> b) is one.
     election = new.leader != prev.leader and new.leader != NO_LEADER
-    return PartitionTransitions(
-        shrinks=old_isr - new_isr,
-        expands=new_isr - old_isr,
-        election=election,
-        # ZooKeeper keeps the last ISR of an offline partition, so this also judges
-        # an election that brings an offline partition back. It judges only an election from
-        # the ISR kmon saw last: a broker that rejoined the ISR in a state kmon missed, then
-        # was elected cleanly, would look unclean.
-        unclean=election and consecutive and new.leader not in old_isr,
-    )
+    # ZooKeeper keeps the last ISR of an offline partition (KRaft too, or moves it to the ELR),
+    # so this also judges an election that brings an offline partition back. It judges only an
+    # election from the ISR kmon saw last: a broker that rejoined the ISR in a state kmon missed,
+    # then was elected cleanly, would look unclean.
+    outside_isr = election and consecutive and new.leader not in old_isr
+    # KIP-966: a replica removed from an ISR that fell below min.insync.replicas stays eligible,
+    # with every committed record: electing it loses nothing
+    from_elr = outside_isr and prev.elr is not None and new.leader in prev.elr
+    # KRaft marks an unclean election itself, whatever kmon saw before: the new leader starts
+    # RECOVERING. (ZooKeeper-mode states are judged by the ISR alone, as they always were.)
+    recovering = (election and new.elr is not None and new.leader_recovery_state == RECOVERING
+                  and prev.leader_recovery_state != RECOVERING)
+    unclean = recovering or (outside_isr and not from_elr)
+    return PartitionTransitions(shrinks=old_isr - new_isr, expands=new_isr - old_isr, election=election,
+                                unclean=unclean, elr=from_elr and not unclean)
+
+
+class BrokerTransitions(NamedTuple):
+    """What changed in a broker's registration (KRaft: ZooKeeper-mode states are never fenced)."""
+    reregistered: bool = False          # a new process of the broker registered (a new incarnation id)
+    fenced: bool = False
+    unfenced: bool = False
+    controlled_shutdown: bool = False   # began one
+
+
+def broker_transitions(prev: BrokerState, new: BrokerState) -> BrokerTransitions:
+    """Between two registrations of one broker; a first registration is not one of these."""
+    if new.incarnation_id != prev.incarnation_id:
+        # a restarted broker's registration replaces the old one and starts fenced: one step
+        return BrokerTransitions(reregistered=True)
+    return BrokerTransitions(fenced=new.fenced and not prev.fenced, unfenced=prev.fenced and not new.fenced,
+                             controlled_shutdown=new.in_controlled_shutdown and not prev.in_controlled_shutdown)
 
 
 def saw_every_version(event: Event) -> bool:

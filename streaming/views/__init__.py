@@ -1,7 +1,7 @@
 """The views: every value of the design brief's metric table, one module per view family
-(``MetricSpec.family`` in kmon/metrics.py): controller.py, brokers.py, isr.py, balance.py,
-groups.py and self.py each compute their metrics from one cluster's records (cluster.py)
-and render them (exposition.py).
+(``MetricSpec.family`` in kmon/metrics.py): controller.py, quorum.py (KRaft), brokers.py, isr.py,
+balance.py, groups.py and self.py each compute their metrics from one cluster's records
+(cluster.py) and render them (exposition.py).
 
 :class:`Views` keeps every cluster's model up to date with each micro-batch's changed
 records and re-renders what changed; a scrape serves the result as it is.
@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Callable, Mapping
 
 from streaming.fold.records import EntityRecord, cluster_of
-from streaming.views import balance, brokers, controller, groups, isr
+from streaming.views import balance, brokers, controller, groups, isr, quorum
 from streaming.views import self as self_family
 from streaming.views.cluster import ClusterModel, ViewOptions
 from streaming.views.exposition import Exposition, Text
@@ -24,7 +24,7 @@ log = logging.getLogger("kmon.stream")
 
 # The families built from one cluster's model, by name.
 CLUSTER_FAMILIES: dict[str, Callable[[ClusterModel], list[Text]]] = {
-    module.FAMILY: module.render_family for module in (controller, brokers, isr, balance, groups)}
+    module.FAMILY: module.render_family for module in (controller, quorum, brokers, isr, balance, groups)}
 LOG_FAILURE_EVERY_S = 60.0   # a family failing at every batch logs once a minute, not at every batch
 
 

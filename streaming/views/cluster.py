@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal, Mapping, Protocol, TypeVar
+from typing import Any, Callable, Collection, Iterable, Literal, Mapping, Protocol, TypeVar
 
 from kmon.events import MARKER_KINDS, BrokerState, PartitionState, TopicState
 from streaming.fold.records import EntityRecord
@@ -33,8 +33,8 @@ class ViewOptions:
 
 @dataclass(slots=True)   # not frozen: a refresh builds one per partition, and a frozen __init__ costs more
 class Partition:
-    """One assigned partition and its health, judged once when built (again when its state, its
-    leader's registration, a reassignment naming it or its topic's record changes). No family
+    """One assigned partition and its health, judged once when built (again when its state, whether
+    its leader serves, a reassignment naming it or its topic's record changes). No family
     writes to it: each reads the same memoised list."""
     topic: str
     partition: int
@@ -56,8 +56,9 @@ class Partition:
 
 def judge(topic: str, partition: int, replicas: tuple[int, ...], adding: frozenset[int], reassigning: bool,
           deleting: bool, configured_min_isr: int, record: EntityRecord | None,
-          registered: Mapping[int, BrokerState]) -> Partition:
-    """Pure: a partition's health by Kafka's rules."""
+          serving: Collection[int]) -> Partition:
+    """Pure: a partition's health by Kafka's rules (``serving``: the brokers that are registered
+    and, under KRaft, not fenced)."""
     # during a reassignment, the replication factor is the size of the original replica set
     replication_factor = len(replicas) - len(adding)
     min_isr = min(configured_min_isr, replication_factor)
@@ -72,7 +73,7 @@ def judge(topic: str, partition: int, replicas: tuple[int, ...], adding: frozens
         topic, partition, replicas, adding, reassigning, deleting, min_isr, state, record.counters,
         record.broker_counters, preferred, under_replicated=isr < replication_factor, under_min_isr=isr < min_isr, at_min_isr=isr == min_isr,
         # Kafka does not count topics being deleted as offline
-        offline=not deleting and (state.leader == NO_LEADER or state.leader not in registered),
+        offline=not deleting and (state.leader == NO_LEADER or state.leader not in serving),
         imbalanced=_imbalanced(state, deleting, preferred, adding))
 
 
@@ -134,6 +135,8 @@ class ClusterModel:
         self.options = options
         self.records: dict[str, EntityRecord] = {}   # entity -> record, tombstones too
         self.registered: dict[int, BrokerState] = {}
+        # registered and serving: not fenced (KRaft keeps a dead or stopped broker's registration, fenced)
+        self.serving: frozenset[int] = frozenset()
         self._live: defaultdict[str, dict[str, EntityRecord]] = defaultdict(dict)   # kind -> entity -> record
         # indexes by what the states say (an entity id is not checked against its state)
         self._topics: dict[str, EntityRecord] = {}                                   # topic -> record
@@ -181,9 +184,9 @@ class ClusterModel:
             for memo in self._per_entity.values():
                 for entity in changed:
                     memo.pop(entity, None)
-        before, self.registered = self.registered, {r.state.broker_id: r.state for r in self.live("broker")}
-        came_or_went = set(before) ^ set(self.registered)
-        for broker in came_or_went:   # a partition is offline when its leader is not registered
+        self.registered = {r.state.broker_id: r.state for r in self.live("broker")}
+        before, self.serving = self.serving, frozenset(b for b, s in self.registered.items() if not s.fenced)
+        for broker in before ^ self.serving:   # a partition is offline when its leader does not serve
             for topic, p in self._led.get(broker, ()):
                 self._mark_partition(topic, p)
         for memo in self._per_topic.values():
@@ -244,8 +247,8 @@ class ClusterModel:
 
     def per_topic(self, derive: Callable[[ClusterModel, str], T]) -> dict[str, T]:
         """``derive(self, topic)`` of every topic, memoised until a record of the topic (its
-        assignment, partition states, deletion, reassignment) or the registration of one of
-        its leaders changes: ``derive`` must read nothing else."""
+        assignment, partition states, deletion, reassignment) or whether one of its leaders
+        serves changes: ``derive`` must read nothing else."""
         memo = self._per_topic.setdefault(derive, {})
         return {topic: _memoised(memo, topic, derive, self, topic) for topic in self.topics()}
 
@@ -289,13 +292,13 @@ class ClusterModel:
         reassigning = {key for r in self.live("reassignment") for key in r.state.partitions}
         deleting = any(r.state.topic == topic for r in self.live("topic_deletion"))
         states = self._states.get(topic, {})
-        registered = self.registered
+        serving = self.serving
 
         def judged_now(p: int) -> Partition:
             adding = frozenset(state.adding[p]) if p in state.adding else _NONE
             return judge(topic, p, state.replicas[p], adding,
                          bool(adding or state.removing.get(p)) or (bool(reassigning) and f"{topic}:{p}" in reassigning),
-                         deleting, min_isr, states.get(p), registered)
+                         deleting, min_isr, states.get(p), serving)
 
         # Judged again whole when its assignment, config or deletion changed, or when most of
         # it changed (a difference per partition costs two sums where one would do)

@@ -1,12 +1,13 @@
 """The ISR family: per topic, partitions under-replicated, under/at min ISR, offline, the
-elections and ISR shrinks/expands counted, and per-partition detail of the unhealthy ones.
+elections and ISR shrinks/expands counted, under KRaft the eligible leader replicas (KIP-966),
+and per-partition detail of the unhealthy ones.
 Rendered per topic, so a change re-renders its topic only; a topic's sums are kept by
 difference (:class:`IsrTally`), so a change costs the partitions it touched."""
 from __future__ import annotations
 
 from collections import Counter
 
-from kmon.history import ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, UNCLEAN_LEADER_ELECTIONS
+from kmon.history import ELR_LEADER_ELECTIONS, ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, UNCLEAN_LEADER_ELECTIONS
 from streaming.views.cluster import ClusterModel, Partition, SplitTally
 from streaming.views.exposition import Rows, Sample, Text, joined, render
 
@@ -26,6 +27,7 @@ class IsrTally(SplitTally):
 
     def __init__(self) -> None:
         self.partitions = self.under = self.under_min = self.at_min = self.offline = 0
+        self.kraft = self.elr = 0   # partitions with a KRaft state; ... with eligible leader replicas
         self.counted: Counter[str] = Counter()   # counter name -> sum
         self.per_broker: dict[str, Counter[int]] = {ISR_SHRINKS: Counter(), ISR_EXPANDS: Counter()}
         self.replicas: Counter[int] = Counter()   # broker -> replicas it holds (every one gets series)
@@ -45,6 +47,9 @@ class IsrTally(SplitTally):
         self.under_min += sign * p.under_min_isr
         self.at_min += sign * p.at_min_isr
         self.offline += sign * p.offline
+        if p.state is not None and p.state.elr is not None:   # None: a ZooKeeper-mode state
+            self.kraft += sign
+            self.elr += sign * bool(p.state.elr)
         for key, n in p.counters.items():
             self.counted[key] += sign * n
         for name, by_broker in p.broker_counters.items():
@@ -90,6 +95,9 @@ def _samples(topic: str, tally: IsrTally) -> list[Sample]:
         ("kmon_leader_elections_total", labels, tally.counted[LEADER_ELECTIONS]),
         ("kmon_unclean_leader_elections_total", labels, tally.counted[UNCLEAN_LEADER_ELECTIONS]),
     ]
+    if tally.kraft:
+        samples += [("kmon_elr_leader_elections_total", labels, tally.counted[ELR_LEADER_ELECTIONS]),
+                    ("kmon_elr_partitions", labels, tally.elr)]
     holding = {b for b, n in tally.replicas.items() if n}
     for name, counter in (("kmon_isr_shrinks_total", ISR_SHRINKS), ("kmon_isr_expands_total", ISR_EXPANDS)):
         sums = tally.per_broker[counter]

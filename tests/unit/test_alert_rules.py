@@ -26,11 +26,12 @@ RULE_TESTS = RULES_DIR / "kmon-alerts.test.yml"
 ALERTMANAGER_CONFIG = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
 
 # The "Alerts" section of the design brief; "collector down" and "pipeline stalled" are
-# the monitor's own alerts.
+# the monitor's own alerts. (A quorum without a leader is NoActiveController's, under KRaft.)
 DESIGN_ALERTS = (
     "NoActiveController", "ControllerFlapping", "IsrShrinking", "UnderReplicatedPartitions",
     "UnderMinIsr", "OfflinePartitions", "UncleanLeaderElection", "BrokerDown", "LeaderImbalance",
     "ConsumerGroupRebalanceStorm", "ConsumerGroupStuckRebalancing", "ConsumerGroupLagSeconds",
+    "QuorumVoterLagging", "BrokerFenced", "EligibleLeaderElection",
     "KmonCollectorDown", "KmonPipelineStalled",
 )
 # Prometheus' own series a rule may use.
@@ -247,6 +248,14 @@ def test_every_aggregation_keeps_cluster(rules: list[dict]) -> None:
 def test_burst_alerts_count_with_increase(alerts: dict[str, dict], records: dict[str, dict]) -> None:
     assert "increase(kmon_controller_changes_total[" in _inlined(alerts["ControllerFlapping"]["expr"], records)
     assert "increase(kmon_isr_shrinks_total[" in _inlined(alerts["IsrShrinking"]["expr"], records)
+    assert "increase(kmon_elr_leader_elections_total[" in _inlined(alerts["EligibleLeaderElection"]["expr"], records)
+
+
+def test_no_active_controller_reads_the_kraft_quorum_too(alerts: dict[str, dict]) -> None:
+    """Under KRaft the active controller is the quorum leader: one alert for both entities that
+    tell it, not a second page for the same fault."""
+    expr = alerts["NoActiveController"]["expr"]
+    assert "kmon_active_controller_count" in expr and "kmon_quorum_leader_id" in expr
 
 
 def test_fault_alerts_fire_seconds_after_the_view_shows_the_fault(alerts: dict[str, dict],

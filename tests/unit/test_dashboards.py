@@ -29,7 +29,8 @@ from tests.tools import duration_s, prometheus_global, required_tool
 
 REPO = Path(__file__).resolve().parents[2]
 PROVISIONING = REPO / "deploy" / "grafana" / "provisioning"
-EXPECTED = {"kmon-cluster-health", "kmon-leader-balance", "kmon-consumer-groups", "kmon-self"}
+EXPECTED = {"kmon-cluster-health", "kmon-leader-balance", "kmon-consumer-groups", "kmon-kraft-quorum", "kmon-self"}
+KRAFT_DASHBOARD = "kmon-kraft-quorum"
 DASHBOARDS = {d["uid"]: d for d in catalog.load_all()}
 DATASOURCE_REF = {"type": "prometheus", "uid": "${datasource}"}
 CLUSTER_FILTER = 'cluster=~"$cluster'  # also matches the "$cluster|" form used for `up`
@@ -46,7 +47,7 @@ def by_dashboard(test):
 
 # ------------------------------------------------------------------ dashboard structure
 
-def test_the_four_dashboards_exist_named_by_uid() -> None:
+def test_the_dashboards_exist_named_by_uid() -> None:
     assert set(DASHBOARDS) == EXPECTED
     assert {p.stem for p in catalog.dashboard_paths()} == EXPECTED
 
@@ -137,6 +138,20 @@ def test_every_view_metric_has_a_panel() -> None:
     used = set().union(*(catalog.metric_names(q.expr) for q in all_queries()))
     missing = {m.name for m in CATALOG if m.family not in ("collector", "self")} - used
     assert not missing, f"metrics without a panel: {sorted(missing)}"
+
+
+def test_the_kraft_only_metrics_have_their_own_dashboard() -> None:
+    """A ZooKeeper-mode cluster exports none of them: its dashboards show no panel that stays
+    empty, and the KRaft dashboard lists only KRaft clusters."""
+    kraft_only = {m.name for m in CATALOG if m.kraft_only}
+    for q in all_queries():
+        names = catalog.metric_names(q.expr)
+        if q.dashboard == KRAFT_DASHBOARD:
+            assert names <= kraft_only, (q.panel, names - kraft_only)
+        else:
+            assert not names & kraft_only, (q.dashboard, q.panel, names & kraft_only)
+    assert catalog.metric_names(next(v for v in DASHBOARDS[KRAFT_DASHBOARD]["templating"]["list"]
+                                     if v["name"] == "cluster")["definition"]) <= kraft_only
 
 
 def test_group_state_timeline_shows_every_state() -> None:

@@ -11,7 +11,8 @@ from prometheus_client.utils import floatToGoString
 import streaming.views
 import streaming.views.self
 from kmon import http
-from kmon.events import BrokerState, ControllerState, Endpoint, GroupState, TopicLag
+from kmon.events import (BrokerState, ControllerState, Endpoint, GroupState, PartitionState, QuorumReplica,
+                         QuorumState, TopicLag)
 from kmon.metrics import BY_NAME, GROUP_STATES, known_series_names
 from streaming.exporter import serve_metrics
 from streaming.published import LatestPublished, Published
@@ -32,6 +33,16 @@ RECORDS = [*BROKERS,
            rec("controller", "controller", ControllerState(1, 4), {"controller_changes": 3}),
            rec("group", "group:g", GroupState("g", "Stable", 3, lag={"t": TopicLag(100, 4.0), "u": TopicLag(0, None)}),
                {"rebalances": 5}, source="groups", state_since_ms=1_000)]
+# what a KRaft collector adds: a fenced broker, a partition with an eligible leader replica, the quorum
+KRAFT_RECORDS = [
+    rec("broker", "broker:6", BrokerState(6, "h6", 9092, None, fenced=True, incarnation_id="i6", broker_epoch=40),
+        source="kraft"),
+    topic("k", {0: (1, 2, 3)}),
+    rec("partition", "partition:k:0", PartitionState("k", 0, 1, 3, (1, 2), 5, partition_epoch=4, elr=(3,),
+                                                     last_known_elr=()), {"elr_leader_elections": 1}, source="kraft"),
+    rec("quorum", "quorum", QuorumState(9001, 7, 1234, (QuorumReplica(9001, 1234), QuorumReplica(9002, 1200, 34, 1500)),
+                                        (QuorumReplica(1, 1234),), {"metadata.version": 21}), source="kraft")]
+RECORDS += KRAFT_RECORDS
 
 
 def exposed(records=RECORDS, stats: SelfStats = STATS, now_ms: int = 10_000, views: Views | None = None) -> Series:
@@ -65,6 +76,12 @@ def test_every_family_is_served_and_its_error_counter_starts_at_0():
     series = exposed()
     assert {name for name, _ in series} >= {spec.name for spec in EXPORTED}, "no view or self metric is missing"
     assert families_served(series) == set(FAMILIES)
+    assert errors(series) == dict.fromkeys(FAMILIES, 0)
+
+
+def test_a_zookeeper_mode_cluster_exports_every_metric_but_the_kraft_only_ones():
+    series = exposed([r for r in RECORDS if r not in KRAFT_RECORDS])
+    assert {name for name, _ in series} == {spec.name for spec in EXPORTED if not spec.kraft_only}
     assert errors(series) == dict.fromkeys(FAMILIES, 0)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,12 +19,14 @@ from hypothesis import strategies as st
 
 from cli.main import main
 from kmon.codec import encode
-from kmon.events import BrokerState, ControllerState, Event, GroupMember, GroupState, PartitionState, TopicState
-from kmon.history import (CONTROLLER_CHANGES, COUNTED, ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, REBALANCES,
-                          TRANSITION_KINDS, UNCLEAN_LEADER_ELECTIONS, Transition, order_key)
+from kmon.events import (BrokerState, ControllerState, Event, GroupMember, GroupState, LogMeta, PartitionState,
+                         QuorumReplica, QuorumState, TopicState)
+from kmon.history import (CONTROLLER_CHANGES, COUNTED, ELR_LEADER_ELECTIONS, ISR_EXPANDS, ISR_SHRINKS,
+                          LEADER_ELECTIONS, REBALANCES, TRANSITION_KINDS, UNCLEAN_LEADER_ELECTIONS, Transition,
+                          order_key)
 from streaming.fold.arrow import from_ipc, table, to_ipc
 from streaming.fold.entity_step import fold
-from streaming.fold.records import EntityRecord, apply_event, record_from_json
+from streaming.fold.records import Applied, EntityRecord, apply_event, record_from_json
 from streaming.history_log import HistoryLog, files, read
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +41,19 @@ def zk(kind: str, entity: str, data, zxid: int, op: str = "upsert", snapshot_id:
 
 def partition(zxid: int, leader: int, isr: tuple[int, ...], epoch: int = 0) -> Event:
     return zk("partition", "partition:t:0", PartitionState("t", 0, leader, epoch, isr, 1), zxid)
+
+
+def kraft(kind: str, entity: str, data, offset: int, snapshot_id: str | None = None) -> Event:
+    """An event of the KRaft collector: ordered by its metadata offset."""
+    return Event(cluster="c1", source="kraft", kind=kind, entity=entity, op="upsert", observed_ms=T0 + offset,
+                 data=data, log=LogMeta(offset, 4), snapshot_id=snapshot_id)
+
+
+def kraft_partition(offset: int, leader: int, isr: tuple[int, ...], elr: tuple[int, ...] = (),
+                    recovering: bool = False, epoch: int = 0) -> Event:
+    return kraft("partition", "partition:t:0", PartitionState(
+        "t", 0, leader, epoch, isr, 4, leader_recovery_state=int(recovering), partition_epoch=offset, elr=elr,
+        last_known_elr=()), offset)
 
 
 def group(n: int, generation: int, state: str = "Stable", members: int = 1) -> Event:
@@ -67,8 +83,58 @@ def test_isr_shrink_expand_and_elections_name_the_brokers_and_values():
         ("isr_shrink", 3, "3", "2"), ("isr_expand", 2, "3", "2"), ("unclean_leader_election", 2, "3", "2"),
         ("isr_expand", 3, "2", "2,3")]
     assert all((r.cluster, r.topic, r.partition, r.entity) == ("c1", "t", 0, "partition:t:0") for r in rows)
-    assert [r.zxid for r in rows] == [2, 3, 3, 4, 4, 4, 5]
+    assert [r.position for r in rows] == [2, 3, 3, 4, 4, 4, 5]
     assert rows[5].epoch == 2 and rows[5].time_ms == T0 + 4
+
+
+def test_kraft_elections_from_the_elr_and_unclean_ones_say_what_they_chose_from():
+    rows = rows_of([kraft_partition(10, 1, (1, 2)), kraft_partition(11, 1, (1,), elr=(2,)),
+                    kraft_partition(12, -1, (1,), elr=(2,)), kraft_partition(13, 2, (2,), epoch=1),
+                    kraft_partition(14, -1, (2,)), kraft_partition(15, 3, (3,), recovering=True, epoch=2),
+                    kraft_partition(16, 3, (3,), epoch=2)])
+    assert [(r.kind, r.broker, r.old, r.new, r.position) for r in rows] == [
+        ("isr_shrink", 2, "1,2", "1", 11),
+        ("isr_shrink", 1, "1", "2", 13), ("isr_expand", 2, "1", "2", 13), ("elr_leader_election", 2, "-1", "2", 13),
+        ("isr_shrink", 2, "2", "3", 15), ("isr_expand", 3, "2", "3", 15), ("unclean_leader_election", 3, "-1", "3", 15)]
+    assert rows[3].detail == "isr before 1, elr before 2" and rows[3].epoch == 1
+    assert rows[6].detail == "isr before 2, elr before empty, leader recovering"
+    record = None
+    for e in [kraft_partition(10, 1, (1, 2)), kraft_partition(11, 1, (1,), elr=(2,)),
+              kraft_partition(12, -1, (1,), elr=(2,)), kraft_partition(13, 2, (2,), epoch=1)]:
+        record, _, _ = apply_event(record, e)
+    assert record.counters == {LEADER_ELECTIONS: 1, ELR_LEADER_ELECTIONS: 1}
+
+
+def test_a_brokers_fencing_and_controlled_shutdown_under_kraft():
+    b = lambda offset, fenced, shutting_down=False, incarnation="i1", snap=None: kraft(
+        "broker", "broker:2", BrokerState(2, "h", 9092, None, fenced=fenced, in_controlled_shutdown=shutting_down,
+                                          incarnation_id=incarnation, broker_epoch=offset), offset, snap)
+    assert rows_of([b(1, True, snap="s1"), b(2, True, snap="s1")]) == []   # there before kmon watched
+    rows = rows_of([b(10, True), b(11, False),                   # registers (fenced), catches up
+                    b(20, False, True), b(21, True, True),        # a controlled shutdown
+                    b(30, True, incarnation="i2"), b(31, False, incarnation="i2"),   # restarted
+                    b(40, True, incarnation="i2"), b(40, True, incarnation="i2")])   # killed: fenced
+    assert [(r.kind, r.broker, r.position, r.detail) for r in rows] == [
+        ("broker_registered", 2, 10, "incarnation i1"), ("broker_unfenced", 2, 11, "incarnation i1"),
+        ("broker_controlled_shutdown", 2, 20, "incarnation i1, in controlled shutdown"),
+        ("broker_fenced", 2, 21, "incarnation i1, in controlled shutdown"),
+        ("broker_registered", 2, 30, "incarnation i2"), ("broker_unfenced", 2, 31, "incarnation i2"),
+        ("broker_fenced", 2, 40, "incarnation i2")]
+    assert all(r.entity == "broker:2" and r.topic is None for r in rows)
+
+
+def test_the_quorum_re_emitted_every_few_seconds_writes_no_row():
+    """Its high watermark moves all the time; its leader changes are the controller entity's rows."""
+    q = lambda offset, leader, epoch, voters: kraft("quorum", "quorum", QuorumState(
+        leader, epoch, offset, tuple(QuorumReplica(v, offset) for v in voters), features={"metadata.version": 21}),
+        offset)
+    events = [q(100, 1, 3, (1, 2, 3)), q(150, 1, 3, (1, 2, 3)), q(160, -1, 4, (1, 2, 3)), q(170, 2, 4, (2, 3))]
+    record, folded = None, []
+    for e in events:
+        record, applied, told = apply_event(record, e)
+        folded.append((applied, told))
+    assert folded == [(Applied.APPLIED, ())] * 4
+    assert record.state.leader_id == 2 and record.counters == {}
 
 
 def test_replays_and_duplicates_write_nothing_twice():
@@ -88,7 +154,7 @@ def test_brokers_and_topics_seen_in_the_first_snapshot_were_there_before():
         "broker", "broker:4", BrokerState(4, "h", 9092, None) if op == "upsert" else None, zxid, op, snap)
     assert rows_of([broker(1, snap="s1")]) == []
     rows = rows_of([broker(1, snap="s1"), broker(2, "delete"), broker(3, snap="s2"), broker(4, "delete"), broker(5)])
-    assert [(r.kind, r.broker, r.zxid) for r in rows] == [
+    assert [(r.kind, r.broker, r.position) for r in rows] == [
         ("broker_gone", 4, 2), ("broker_registered", 4, 3), ("broker_gone", 4, 4), ("broker_registered", 4, 5)]
     topic = lambda zxid, op="upsert": zk("topic", "topic:t", TopicState("t", None, {0: (1,)}) if op == "upsert"
                                          else None, zxid, op)
@@ -120,8 +186,9 @@ def test_group_states_and_one_row_per_rebalance_including_generations_missed_bet
 # ---------------------------------------------------------------- rows agree with the counters
 
 _isr = st.lists(st.sampled_from([1, 2, 3]), max_size=3, unique=True).map(tuple)
-_partition_events = st.lists(st.tuples(st.sampled_from([-1, 1, 2, 3]), _isr, st.integers(0, 2)), min_size=1,
-                             max_size=25)
+# leader, ISR, ELR, recovering (KRaft only), position step
+_partition_events = st.lists(st.tuples(st.sampled_from([-1, 1, 2, 3]), _isr, _isr, st.booleans(), st.integers(0, 2)),
+                             min_size=1, max_size=25)
 
 
 def _value(e: Event) -> str:
@@ -145,12 +212,13 @@ def _fold_batches(key: str, batches) -> tuple[EntityRecord, list[dict]]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(_partition_events, st.lists(st.integers(0, 30), max_size=4))
-def test_partition_rows_equal_the_counters_whatever_the_batches(steps, cuts):
-    values, zxid = [], 0
-    for leader, isr, bump in steps:
-        zxid += bump   # 0: the same zxid again (a re-read or a half-stale read)
-        values.append(_value(partition(zxid, leader, isr)))
+@given(_partition_events, st.lists(st.integers(0, 30), max_size=4), st.booleans())
+def test_partition_rows_equal_the_counters_whatever_the_batches(steps, cuts, under_kraft):
+    values, position = [], 0
+    for leader, isr, elr, recovering, bump in steps:
+        position += bump   # 0: the same position again (a re-read or a half-stale read)
+        values.append(_value(kraft_partition(position, leader, isr, elr, recovering) if under_kraft
+                             else partition(position, leader, isr)))
     record, rows = _fold_batches("c1/partition:t:0", _batches(values, cuts))
     counters = record.counters
     kinds = Counter(r.kind for r in rows)
@@ -158,8 +226,11 @@ def test_partition_rows_equal_the_counters_whatever_the_batches(steps, cuts):
     counted = Counter({({ISR_SHRINKS: "isr_shrink", ISR_EXPANDS: "isr_expand"}[name], broker): n
                        for name, per_broker in record.broker_counters.items() for broker, n in per_broker.items()})
     assert counted == Counter({(kind, broker): n for (kind, broker), n in by_broker.items() if kind.startswith("isr")})
-    assert kinds["leader_election"] + kinds["unclean_leader_election"] == counters.get(LEADER_ELECTIONS, 0)
+    elections = kinds["leader_election"] + kinds["elr_leader_election"] + kinds["unclean_leader_election"]
+    assert elections == counters.get(LEADER_ELECTIONS, 0)
     assert kinds["unclean_leader_election"] == counters.get(UNCLEAN_LEADER_ELECTIONS, 0)
+    assert kinds["elr_leader_election"] == counters.get(ELR_LEADER_ELECTIONS, 0)
+    assert under_kraft or not kinds["elr_leader_election"]
 
 
 @settings(max_examples=100, deadline=None)
@@ -192,24 +263,32 @@ def test_every_counted_kind_and_counter_is_known():
     assert len({c.key for c in COUNTED}) == len(COUNTED)
 
 
+def test_the_readme_history_table_names_every_kind_and_what_counts_it():
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("| kind | one row per | counted in |"):]
+    named = set(re.findall(r"`(\w+)`", table[:table.index("\n\n")]))
+    assert set(TRANSITION_KINDS) - named == set()
+    assert {c.metric for c in COUNTED} - named == set()
+
+
 # ---------------------------------------------------------------- the files
 
 def row(n: int, kind: str = "isr_shrink", cluster: str = "c1", **kw) -> Transition:
-    fields = {"topic": "t", "partition": 0, "broker": 2, "old": "1,2", "new": "1", "zxid": n} | kw
+    fields = {"topic": "t", "partition": 0, "broker": 2, "old": "1,2", "new": "1", "position": n} | kw
     return Transition(time_ms=T0 + n, cluster=cluster, kind=kind, **({"entity": "partition:t:0"} | fields))
 
 
 def test_a_file_holds_its_rows_in_order_key_order(tmp_path: Path):
     """The writer sorts by column (kmon.history.ORDER); readers merge files by order_key."""
-    rows = [row(1, zxid=9), row(1, zxid=None, entity="partition:t:1"), row(1, zxid=None, kind="isr_expand"),
-            row(0, zxid=20), row(1, zxid=9, entity="partition:t:10"), row(1, zxid=3)]
+    rows = [row(1, position=9), row(1, position=None, entity="partition:t:1"), row(1, position=None, kind="isr_expand"),
+            row(0, position=20), row(1, position=9, entity="partition:t:10"), row(1, position=3)]
     HistoryLog(tmp_path, "w1", 7, Clock(T0)).append(0, [table(rows)])
     (found,) = files(tmp_path)
     assert list(read(found)) == sorted(rows, key=order_key)
 
 
 def test_transitions_travel_from_the_executors_as_an_arrow_stream():
-    rows = [row(1), row(2, cluster="c2", zxid=None, detail="x")]
+    rows = [row(1), row(2, cluster="c2", position=None, detail="x")]
     assert from_ipc(to_ipc(table(rows))).to_pylist() == [t._asdict() for t in rows]
     assert table([]).num_rows == 0 and from_ipc(to_ipc(table([]))).num_rows == 0
     with pytest.raises(ValueError, match="not an Arrow stream"):
@@ -272,11 +351,11 @@ def history_dir(tmp_path: Path) -> Path:
     now = int(time.time() * 1000)
     at = lambda n: {"time_ms": now - 600_000 + n * 1000}
     rows = [Transition(**at(1), cluster="c1", kind="isr_shrink", entity="partition:t:0", topic="t", partition=0,
-                       broker=2, old="1,2", new="1", epoch=4, zxid=10),
+                       broker=2, old="1,2", new="1", epoch=4, position=10),
             Transition(**at(2), cluster="c1", kind="leader_election", entity="partition:t:1", topic="t",
-                       partition=1, broker=1, old="2", new="1", epoch=5, zxid=11),
+                       partition=1, broker=1, old="2", new="1", epoch=5, position=11),
             Transition(**at(3), cluster="c1", kind="controller_change", entity="controller", broker=3,
-                       old="2", new="3", epoch=7, zxid=12),
+                       old="2", new="3", epoch=7, position=12),
             Transition(**at(4), cluster="c2", kind="rebalance", entity="group:g", group="g", broker=1,
                        old="3", new="4", generation=4, detail="2 member(s), assignor range, leader m0"),
             Transition(time_ms=now - 3 * 3600_000, cluster="c1", kind="broker_gone", entity="broker:2", broker=2)]

@@ -23,8 +23,8 @@ import kmon.codec
 from kmon.codec import decode, encode, plain, to_json
 from kmon.events import (EVENTS_TOPIC, KINDS, MARKER_KINDS, STATE_TYPES, BrokerState, ControllerState, Endpoint, Event,
                          GroupMember, GroupState, IsrChangeState, MalformedEvent, PartitionState,
-                         PreferredElectionState, ReassignmentState, SnapshotMarker, TopicDeletionState, TopicLag,
-                         TopicState, ZnodeMeta, entity_key)
+                         PreferredElectionState, QuorumReplica, QuorumState, ReassignmentState, SnapshotMarker,
+                         TopicDeletionState, TopicLag, TopicState, ZnodeMeta, entity_key)
 from kmon.metrics import GROUP_STATES
 from streaming.driver import ViewDriver
 from streaming.fold.entity_step import fold
@@ -41,7 +41,7 @@ from tests.unit.test_exporter import errors, scrape
 # Drawing the examples is most of the cost: these counts keep the file within seconds.
 FAST = settings(max_examples=100, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-PER_KIND = settings(FAST, max_examples=15)   # x 11 kinds
+PER_KIND = settings(FAST, max_examples=15)   # x 12 kinds
 
 # ------------------------------------------------------------------ valid events of every kind
 
@@ -64,13 +64,15 @@ STATES: dict[str, st.SearchStrategy] = {   # kind -> its valid states; built onc
         BrokerState, brokers, optional(strings), optional(st.integers(-1, 65535)), optional(strings),
         st.lists(st.builds(Endpoint, strings, strings, st.integers(0, 65535), strings), max_size=2).map(tuple),
         st.integers(-1, 65535), optional(millis), small,
-        st.dictionaries(strings, st.dictionaries(strings, st.integers(0, 2**15 - 1), max_size=2), max_size=2)),
+        st.dictionaries(strings, st.dictionaries(strings, st.integers(0, 2**15 - 1), max_size=2), max_size=2),
+        st.booleans(), st.booleans(), optional(strings), optional(millis)),
     "topic": st.builds(
         TopicState, topics, optional(strings), partition_map, partition_map, partition_map,
         st.dictionaries(st.just("min.insync.replicas") | strings, st.sampled_from(["2", "-1", "x"]) | strings,
                         max_size=2), small),
     "partition": st.builds(PartitionState, topics, st.integers(0, 3), st.integers(-2, 4), small, broker_ids, small,
-                           st.integers(0, 1), small),
+                           st.integers(0, 1), small, partition_epoch=optional(small), elr=optional(broker_ids),
+                           last_known_elr=optional(broker_ids)),
     "reassignment": st.builds(
         ReassignmentState, st.dictionaries(st.sampled_from(["t:0", "orders:1"]) | strings, broker_ids, max_size=2)),
     "preferred_election": st.builds(PreferredElectionState, st.lists(strings, max_size=3).map(tuple)),
@@ -85,6 +87,11 @@ STATES: dict[str, st.SearchStrategy] = {   # kind -> its valid states; built onc
         st.dictionaries(topics, st.builds(TopicLag, millis, optional(st.floats(0, 1e9)),
                                           st.dictionaries(st.integers(0, 3), millis, max_size=2)), max_size=2),
         st.sampled_from(["admin", "offsets"])),
+    "quorum": st.builds(
+        QuorumState, st.integers(-1, 4), small, st.integers(-1, 2**42),
+        *[st.lists(st.builds(QuorumReplica, brokers, st.integers(-1, 2**42), millis, millis),
+                   max_size=3).map(tuple)] * 2,
+        st.dictionaries(st.just("metadata.version") | strings, st.integers(0, 2**15 - 1), max_size=2)),
     "snapshot_begin": st.builds(SnapshotMarker, st.sampled_from(["s1", "s2"]), strings, small, optional(millis)),
 }
 STATES["snapshot_end"] = STATES["snapshot_begin"]
@@ -101,7 +108,10 @@ def events(draw: st.DrawFn, kinds: tuple[str, ...] = KINDS) -> Event:
     kind = draw(st.sampled_from(kinds))
     state = draw(STATES[kind])
     op = "marker" if kind in MARKER_KINDS else draw(st.sampled_from(["upsert", "upsert", "delete"]))
-    return Event(cluster=draw(st.sampled_from(["c1", "c2"])), source="groups" if kind == "group" else "zk",
+    # brokers and partitions of either collector: the views judge KRaft's (fencing, ELR) apart
+    kraft = kind == "quorum" or (kind in ("broker", "partition") and draw(st.booleans()))
+    source = "groups" if kind == "group" else "kraft" if kraft else "zk"
+    return Event(cluster=draw(st.sampled_from(["c1", "c2"])), source=source,
                  kind=kind, entity=entity_key(kind, *IDENTITY.get(kind, lambda s: ())(state)), op=op,
                  observed_ms=draw(millis), data=None if op == "delete" else state, zxid=draw(optional(millis)),
                  znode=draw(optional(st.builds(ZnodeMeta, strings, millis, small, millis, small))),
@@ -323,13 +333,13 @@ def test_unknown_envelope_fields_are_ignored_but_unknown_state_fields_are_not() 
 
 # ------------------------------------------------------------------ records stored by a laxer kmon
 
-CONTROLLER = EntityRecord("c1", "controller", "controller", "zk", ControllerState(1, 3), zxid=4)
+CONTROLLER = EntityRecord("c1", "controller", "controller", "zk", ControllerState(1, 3), position=4)
 
 
 def poisoned_record() -> EntityRecord:
     """What an older kmon stored after an ISR event with strings for broker ids."""
     return EntityRecord(cluster="c1", entity="partition:t:0", kind="partition", source="zk",
-                        state=PartitionState("t", 0, 1, 0, ("1", "2"), 1), zxid=5)  # type: ignore[arg-type]
+                        state=PartitionState("t", 0, 1, 0, ("1", "2"), 1), position=5)  # type: ignore[arg-type]
 
 
 def test_a_poisoned_state_store_record_is_dropped_counted_and_rebuilt() -> None:

@@ -1,13 +1,18 @@
 import dataclasses
 
-from kmon.events import ControllerState, GroupState, PartitionState
-from streaming.fold.transitions import (PartitionTransitions, controller_transitions, group_transitions,
-                                   partition_transitions)
+from kmon.events import BrokerState, ControllerState, GroupState, PartitionState
+from streaming.fold.transitions import (BrokerTransitions, PartitionTransitions, broker_transitions,
+                                        controller_transitions, group_transitions, partition_transitions)
 
 
 def part(leader: int, isr: tuple[int, ...]) -> PartitionState:
     return PartitionState(topic="t", partition=0, leader=leader, leader_epoch=0, isr=isr,
                           controller_epoch=1)
+
+
+def kraft(leader: int, isr: tuple[int, ...], elr: tuple[int, ...] = (), recovering: bool = False) -> PartitionState:
+    return dataclasses.replace(part(leader, isr), partition_epoch=3, elr=elr, last_known_elr=(),
+                               leader_recovery_state=int(recovering))
 
 
 def ctl(broker: int, epoch: int | None, ts: int | None = None) -> ControllerState:
@@ -67,6 +72,83 @@ def test_a_topic_being_deleted_loses_replicas_without_a_shrink():
 
 def test_isr_reordering_is_no_change():
     assert partition_transitions(part(1, (1, 2)), part(1, (2, 1))) == PartitionTransitions()
+
+
+# ------------------------------------------------------------------ partitions under KRaft
+
+def test_an_election_from_the_eligible_leader_replicas_is_clean():
+    """KIP-966: 2 left the ISR below min ISR and stayed eligible; the last ISR member died."""
+    t = partition_transitions(kraft(-1, (1,), elr=(2,)), kraft(2, (2,)))
+    assert t == PartitionTransitions(shrinks=frozenset({1}), expands=frozenset({2}), election=True, elr=True)
+
+
+def test_a_kraft_leader_outside_the_isr_and_the_elr_is_unclean():
+    t = partition_transitions(kraft(-1, (1,), elr=(2,)), kraft(3, (3,), recovering=True))
+    assert t.election and t.unclean and not t.elr
+    # the same judgement without the controller's mark, e.g. on a cluster without KIP-704
+    t = partition_transitions(kraft(-1, (1,), elr=(2,)), kraft(3, (3,)))
+    assert t.election and t.unclean and not t.elr
+
+
+def test_entering_leader_recovery_is_unclean_even_after_a_state_kmon_missed():
+    """The controller marks its unclean elections: the mark holds whatever kmon saw before."""
+    t = partition_transitions(kraft(1, (1, 2)), kraft(2, (2,), recovering=True), consecutive=False)
+    assert t.election and t.unclean and not t.elr
+    t = partition_transitions(kraft(1, (1, 2)), kraft(2, (2,)), consecutive=False)
+    assert t.election and not t.unclean and not t.elr
+    # an eligible replica elected while the partition is marked is unclean too
+    assert partition_transitions(kraft(-1, (1,), elr=(2,)), kraft(2, (2,), recovering=True)).unclean
+
+
+def test_leader_recovery_counts_once_and_only_with_an_election():
+    recovering = kraft(2, (2,), recovering=True)
+    assert partition_transitions(recovering, kraft(2, (2,))) == PartitionTransitions()
+    assert partition_transitions(recovering, kraft(2, (2, 3), recovering=True)).expands == {3}
+    # a second election while still recovering is judged by the ISR: 3 was not in it
+    t = partition_transitions(recovering, kraft(3, (3,), recovering=True))
+    assert t.election and t.unclean
+    assert not partition_transitions(kraft(2, (2, 3), recovering=True), kraft(3, (3,), recovering=True)).unclean
+
+
+def test_a_kraft_election_within_the_isr_is_clean():
+    t = partition_transitions(kraft(1, (1, 2), elr=()), kraft(2, (2,)))
+    assert t.election and not t.unclean and not t.elr
+
+
+def test_zookeeper_mode_states_are_judged_by_the_isr_alone():
+    """No ELR in ZooKeeper mode, and its leader_recovery_state is not read as KRaft's mark."""
+    marked = dataclasses.replace(part(2, (2,)), leader_recovery_state=1)
+    assert not partition_transitions(part(1, (1, 2)), marked).unclean
+    assert partition_transitions(part(1, (1,)), marked) == PartitionTransitions(
+        shrinks=frozenset({1}), expands=frozenset({2}), election=True, unclean=True)
+
+
+# ------------------------------------------------------------------ brokers (KRaft)
+
+def reg(fenced: bool = False, shutting_down: bool = False, incarnation: str | None = "i1") -> BrokerState:
+    return BrokerState(1, "h", 9092, None, fenced=fenced, in_controlled_shutdown=shutting_down,
+                       incarnation_id=incarnation, broker_epoch=10)
+
+
+def test_fenced_unfenced_and_controlled_shutdown():
+    assert broker_transitions(reg(), reg(fenced=True)) == BrokerTransitions(fenced=True)
+    assert broker_transitions(reg(fenced=True), reg()) == BrokerTransitions(unfenced=True)
+    assert broker_transitions(reg(), reg(shutting_down=True)) == BrokerTransitions(controlled_shutdown=True)
+    # the shutdown completes: fenced, the flag kept
+    assert broker_transitions(reg(shutting_down=True), reg(True, True)) == BrokerTransitions(fenced=True)
+    assert broker_transitions(reg(True, True), reg(True, True)) == BrokerTransitions()
+
+
+def test_a_restarted_broker_registers_anew():
+    """Its new registration starts fenced: that is the registration, not a fencing."""
+    assert broker_transitions(reg(), reg(fenced=True, incarnation="i2")) == BrokerTransitions(reregistered=True)
+    assert broker_transitions(reg(True, True), reg(fenced=True, incarnation="i2")) == \
+        BrokerTransitions(reregistered=True)
+
+
+def test_zookeeper_mode_registrations_change_nothing_of_these():
+    zk = BrokerState(1, "h", 9092, None)
+    assert broker_transitions(zk, dataclasses.replace(zk, host="h2")) == BrokerTransitions()
 
 
 # ------------------------------------------------------------------ controller

@@ -4,8 +4,9 @@ from dataclasses import replace
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kmon.events import (BrokerState, ControllerState, GroupMember, GroupState, PartitionState, ReassignmentState,
-                         SnapshotMarker, TopicDeletionState, TopicLag, TopicState)
+from kmon.events import (BrokerState, ControllerState, GroupMember, GroupState, PartitionState, QuorumReplica,
+                         QuorumState, ReassignmentState, SnapshotMarker, TopicDeletionState, TopicLag, TopicState)
+from kmon.metrics import CATALOG
 from streaming.fold.records import EntityRecord
 from streaming.views import ViewOptions, Views
 from streaming.views.stats import SelfStats
@@ -15,7 +16,7 @@ Series = dict[tuple[str, frozenset], float]
 
 def rec(kind: str, entity: str, state, counters=None, cluster="c1", source="zk", **kw) -> EntityRecord:
     return EntityRecord(cluster=cluster, entity=entity, kind=kind, source=source, state=state,
-                        zxid=1, counters=counters or {}, **kw)
+                        position=1, counters=counters or {}, **kw)
 
 
 def broker(b: int) -> EntityRecord:
@@ -31,6 +32,25 @@ def part(t: str, p: int, leader: int, isr: tuple[int, ...], counters=None, **kw)
 
 
 BROKERS = [broker(1), broker(2), broker(3)]
+
+
+def kraft_broker(b: int, fenced: bool = False, shutting_down: bool = False) -> EntityRecord:
+    return rec("broker", f"broker:{b}", BrokerState(b, f"h{b}", 9092, None, fenced=fenced,
+                                                    in_controlled_shutdown=shutting_down, incarnation_id=f"i{b}",
+                                                    broker_epoch=b), source="kraft")
+
+
+def kraft_part(t: str, p: int, leader: int, isr: tuple[int, ...], elr: tuple[int, ...] = (), counters=None,
+               **kw) -> EntityRecord:
+    state = PartitionState(t, p, leader, 0, isr, 1, partition_epoch=1, elr=elr, last_known_elr=())
+    return rec("partition", f"partition:{t}:{p}", state, counters, source="kraft", **kw)
+
+
+def quorum(*voters: QuorumReplica, leader: int = 3001, high_watermark: int = 500,
+           features=None) -> EntityRecord:
+    return rec("quorum", "quorum", QuorumState(leader, 9, high_watermark, voters, (QuorumReplica(1, 500),),
+                                               {"metadata.version": 21} if features is None else features),
+               source="kraft")
 
 
 def keyed(records) -> dict[str, EntityRecord]:
@@ -104,6 +124,39 @@ def test_brokers_up_and_down():
     assert labelled(s, "kmon_broker_up", "broker") == {"1": 1, "2": 1, "4": 0}
 
 
+def test_a_fenced_broker_does_not_serve():
+    """KRaft keeps the registration of a dead or stopped broker, fenced: not up, not counted; one
+    that holds no replica is not down either (stopped for good), kmon_broker_fenced shows it."""
+    s = series(kraft_broker(1), kraft_broker(2, fenced=True), kraft_broker(3, fenced=True),
+               kraft_broker(4, shutting_down=True), kraft_broker(5, fenced=True, shutting_down=True),
+               topic("t", {0: (2, 1), 1: (1, 4)}), kraft_part("t", 0, 2, (2, 1)), kraft_part("t", 1, 4, (4, 1)))
+    assert value(s, "kmon_brokers") == 2
+    assert labelled(s, "kmon_broker_up", "broker") == {"1": 1, "2": 0, "4": 1}
+    assert labelled(s, "kmon_broker_fenced", "broker") == {"1": 0, "2": 1, "3": 1, "4": 0, "5": 1}
+    assert value(s, "kmon_brokers_in_controlled_shutdown") == 1   # 5 is done: fenced, its flag kept
+    assert set(labelled(s, "kmon_broker_info", "broker")) == {"1", "2", "3", "4", "5"}
+    assert value(s, "kmon_offline_partitions", topic="t") == 1     # led by the fenced broker 2
+
+
+def test_a_zookeeper_mode_cluster_has_no_kraft_series():
+    s = series(*BROKERS, topic("t", {0: (1, 2, 3)}), part("t", 0, 1, (1, 2, 3)),
+               rec("controller", "controller", ControllerState(1, 4)))
+    kraft_only = {m.name for m in CATALOG if m.kraft_only}
+    assert {name for name, _ in s} & kraft_only == set()
+    assert value(s, "kmon_brokers") == 3 and value(s, "kmon_leader_elections_total", topic="t") == 0
+
+
+def test_a_leader_fenced_then_unfenced_takes_its_partition_offline_and_back():
+    views = Views(ViewOptions())
+    offline = lambda: value(parse(views.exposition(SelfStats()).body(0)), "kmon_offline_partitions", topic="t")
+    views.apply(keyed([kraft_broker(1), kraft_broker(2), topic("t", {0: (2, 1)}), kraft_part("t", 0, 2, (2, 1))]))
+    assert offline() == 0
+    views.apply(keyed([kraft_broker(2, fenced=True)]))
+    assert offline() == 1
+    views.apply(keyed([kraft_broker(2)]))
+    assert offline() == 0
+
+
 # ------------------------------------------------------------------ ISR
 
 def test_healthy_topic():
@@ -152,6 +205,19 @@ def test_transition_counters_summed_per_topic_and_broker():
     assert labelled(s, "kmon_isr_shrinks_total", "broker") == {"1": 0, "2": 3, "3": 0}
     assert labelled(s, "kmon_isr_expands_total", "broker") == {"1": 0, "2": 1, "3": 0}
     assert (topic_isr(s, "t")["leader_elections"], topic_isr(s, "t")["unclean_leader_elections"]) == (3, 1)
+
+
+def test_eligible_leader_replicas_and_their_elections():
+    s = series(*BROKERS, topic("k", {0: (1, 2, 3), 1: (1, 2, 3), 2: (1, 2, 3)}, config={"min.insync.replicas": "2"}),
+               kraft_part("k", 0, 1, (1,), elr=(2,), counters={"leader_elections": 3, "elr_leader_elections": 2}),
+               kraft_part("k", 1, 1, (1, 2, 3)), kraft_part("k", 2, 2, (2, 3), counters={"leader_elections": 1}),
+               topic("z", {0: (1, 2, 3)}), part("z", 0, 1, (1,)))
+    assert (value(s, "kmon_elr_partitions", topic="k"), value(s, "kmon_elr_leader_elections_total", topic="k")) \
+        == (1, 2)
+    assert value(s, "kmon_leader_elections_total", topic="k") == 4
+    # a topic of ZooKeeper-mode states has none
+    assert (value(s, "kmon_elr_partitions", topic="z"), value(s, "kmon_elr_leader_elections_total", topic="z")) \
+        == (None, None)
 
 
 def test_deleted_entities_and_their_counters_vanish():
@@ -229,6 +295,33 @@ def test_group_view():
     assert value(s, "kmon_consumer_group_lag_seconds", group="g", topic="t") == 3.5
 
 
+# ------------------------------------------------------------------ quorum (KRaft)
+
+def test_quorum_view():
+    s = series(quorum(QuorumReplica(3001, 500), QuorumReplica(3002, 480, 20, 1500), QuorumReplica(3003, -1)))
+    assert [value(s, f"kmon_{name}") for name in ("quorum_leader_id", "quorum_epoch", "quorum_high_watermark",
+                                                  "quorum_voters", "quorum_observers", "metadata_version")] \
+        == [3001, 9, 500, 3, 1, 21]
+    assert labelled(s, "kmon_quorum_voter_lag_records", "voter") == {"3001": 0, "3002": 20, "3003": float("inf")}
+    # 3003: the leader has not heard from it (dead since before its election): behind, by how much unknown
+    assert labelled(s, "kmon_quorum_voter_lag_seconds", "voter") == {"3001": 0, "3002": 1.5, "3003": float("inf")}
+    unknown = series(quorum(leader=-1, high_watermark=-1, features={}))
+    assert (value(unknown, "kmon_quorum_leader_id"), value(unknown, "kmon_quorum_high_watermark"),
+            value(unknown, "kmon_metadata_version"), value(unknown, "kmon_quorum_voters")) == (-1, None, None, 0)
+
+
+def test_a_voter_that_leaves_the_quorum_leaves_no_series():
+    """The quorum is re-sent every few seconds: each one replaces the last, voters and all."""
+    views = Views(ViewOptions())
+    lags = lambda: labelled(parse(views.exposition(SelfStats()).body(0)), "kmon_quorum_voter_lag_records", "voter")
+    views.apply(keyed([quorum(QuorumReplica(3001, 500), QuorumReplica(3002, 500), QuorumReplica(3003, 490, 10))]))
+    assert lags() == {"3001": 0, "3002": 0, "3003": 10}
+    views.apply(keyed([quorum(QuorumReplica(3001, 600), QuorumReplica(3002, 590, 10), high_watermark=600)]))
+    assert lags() == {"3001": 0, "3002": 10}
+    views.apply(keyed([replace(quorum(), state=None, deleted=True)]))
+    assert lags() == {}
+
+
 # ------------------------------------------------------------------ resync sweep, clusters
 
 def snapshot_record(snapshot_id: str, begun_ms: int) -> EntityRecord:
@@ -265,6 +358,12 @@ def _random_record(rng: random.Random, clock: int, partitions: int) -> tuple[str
     leader = rng.choice([*isr, -1])
     made = {
         "broker": lambda: broker(b),
+        "kraft_broker": lambda: kraft_broker(b, fenced=rng.random() < 0.4, shutting_down=rng.random() < 0.3),
+        "kraft_partition": lambda: kraft_part(t, p, leader, isr, tuple(rng.sample(replicas, rng.randrange(2))),
+                                              {"leader_elections": rng.randrange(3),
+                                               "elr_leader_elections": rng.randrange(2)}),
+        "quorum": lambda: quorum(*(QuorumReplica(v, rng.choice([-1, 100]), rng.randrange(9), rng.randrange(5000))
+                                   for v in rng.sample(range(3001, 3005), rng.randrange(1, 4)))),
         "topic": lambda: topic(t, {q: tuple(rng.sample(range(1, 6), 3)) for q in range(rng.randrange(1, partitions + 1))},
                                config={"min.insync.replicas": str(rng.randrange(1, 4))}),
         "partition": lambda: part(t, p, leader, isr, {"leader_elections": rng.randrange(3)},
@@ -320,7 +419,7 @@ def test_a_broker_that_goes_takes_its_partitions_offline_in_the_next_batch():
 def _judged(replicas: tuple[int, ...], isr: tuple[int, ...], leader: int, deleting: bool, shrinks: int):
     from streaming.views.cluster import judge
     state = PartitionState("t", 0, leader, 1, isr, 1)
-    record = EntityRecord(cluster="c", entity="partition:t:0", kind="partition", source="zk", state=state, zxid=1,
+    record = EntityRecord(cluster="c", entity="partition:t:0", kind="partition", source="zk", state=state, position=1,
                           counters={"isr_shrinks": shrinks}, broker_counters={"isr_shrinks": {replicas[-1]: shrinks}})
     return judge("t", 0, replicas, frozenset(), False, deleting, 2, record, {1: None, 2: None, 3: None})  # type: ignore[dict-item]
 
