@@ -12,6 +12,8 @@ from pathlib import Path
 from cli.supervise import supervised
 from collectors.groups.cli import add_groups_flags, groups_config
 from collectors.groups.collector import GroupsCollector, GroupsConfig
+from collectors.kraft.collector import KraftCollector, KraftCollectorConfig
+from collectors.kraft.connection import ClientSecurity, ControllerError
 from collectors.publisher import PublisherConfig
 from collectors.runner import Running, running
 from collectors.zk.collector import ZkCollector, ZkCollectorConfig
@@ -43,6 +45,22 @@ def add_collect_parser(subparsers: argparse._SubParsersAction) -> None:
                      f"each can also be set as {ZK_ENV_PREFIX}<KEY>")
     _output_flags(zk)
     zk.set_defaults(handler=functools.partial(cmd_collect_zk, zk))
+
+    kraft = sources.add_parser("kraft", help="follow a KRaft cluster's metadata log (Kafka 4.x, KRaft-mode 3.x)",
+                               description="Follow __cluster_metadata as an observer of the controller quorum "
+                                           "(a Fetch as replica -1 on the controller listener) and publish one "
+                                           "event per committed change, ordered by metadata offset, with the "
+                                           "quorum's newest snapshot at start and after the log was cleaned "
+                                           "below kmon's place. Needs CLUSTER_ACTION on the cluster there.")
+    flags.flag(kraft, "--controllers", type=flags.host_port_list, metavar="HOST:PORT[,...]",
+               help="controller listeners of the quorum (controller.quorum.bootstrap.servers; required)")
+    flags.flag(kraft, "--command-config", type=flags.readable_file, metavar="FILE",
+               help="Kafka client properties of the controller listener (security.protocol, sasl.*, ssl.*), as "
+                    "the Kafka tools' --command-config; each can also be set as KMON_MONITORED_KAFKA_<KEY>")
+    flags.flag(kraft, "--quorum-interval", default=KraftCollectorConfig.quorum_interval_s,
+               type=flags.positive_float, metavar="SECONDS", help="how often to describe the quorum")
+    _output_flags(kraft)
+    kraft.set_defaults(handler=functools.partial(cmd_collect_kraft, kraft))
 
     groups = sources.add_parser("groups", help="consumer groups: Admin API poll and __consumer_offsets history",
                                 description="Poll every consumer group's live state, members and lag through "
@@ -157,6 +175,33 @@ def _collect_zk(zk: ZkCollectorConfig, events: PublisherConfig, security: str, a
     with running(zk.cluster, lambda pub, tel: ZkCollector(zk, pub, tel), events, args.metrics_port) as collector:
         log.info("collecting cluster %r from ZooKeeper %s%s (%s) into %s on %s; metrics on port %d; "
                  "SIGTERM or Ctrl-C stops", zk.cluster, zk.hosts, zk.chroot or "", security, events.topic,
+                 events.bootstrap_servers, collector.metrics_port)
+        code = _until_signal(collector, args.startup_timeout)
+    log.info("stopped")
+    return code
+
+
+def cmd_collect_kraft(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    _require(parser, args, "controllers", "cluster", "events_bootstrap_servers")
+    client = kafka_client(parser, "monitored", args.command_config)
+    try:
+        security = ClientSecurity.from_librdkafka(client.librdkafka())
+    except ControllerError as e:
+        parser.error(f"{client.describe()}: {e}")
+    controllers = tuple((host, int(port)) for host, _, port in
+                        (a.rpartition(":") for a in args.controllers.split(",")))
+    kraft = KraftCollectorConfig(controllers=controllers, cluster=args.cluster, security=security,
+                                 quorum_interval_s=args.quorum_interval)
+    events = _events(parser, args)
+    return supervised(args.argv, lambda: _collect_kraft(kraft, events, client.describe(), args))
+
+
+def _collect_kraft(kraft: KraftCollectorConfig, events: PublisherConfig, security: str,
+                   args: argparse.Namespace) -> int:
+    with running(kraft.cluster, lambda pub, tel: KraftCollector(kraft, pub, tel), events,
+                 args.metrics_port) as collector:
+        log.info("collecting cluster %r from its metadata quorum %s (%s) into %s on %s; metrics on port %d; "
+                 "SIGTERM or Ctrl-C stops", kraft.cluster, kraft.address, security, events.topic,
                  events.bootstrap_servers, collector.metrics_port)
         code = _until_signal(collector, args.startup_timeout)
     log.info("stopped")

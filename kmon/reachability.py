@@ -19,8 +19,9 @@ from typing import Callable, Sequence
 
 MONITORED_ZOOKEEPER = "monitored ZooKeeper"   # kmon collect zk --zookeeper
 MONITORED_BOOTSTRAP = "monitored bootstrap"   # kmon collect groups --bootstrap-servers
+MONITORED_CONTROLLERS = "monitored controller quorum"   # kmon collect kraft --controllers
 EVENTS_BOOTSTRAP = "events bootstrap"         # --events-bootstrap-servers; kmon stream --bootstrap-servers
-ROLES = (MONITORED_ZOOKEEPER, MONITORED_BOOTSTRAP, EVENTS_BOOTSTRAP)
+ROLES = (MONITORED_ZOOKEEPER, MONITORED_BOOTSTRAP, MONITORED_CONTROLLERS, EVENTS_BOOTSTRAP)
 
 GRACE_S = 3.0      # a healthy address answers well within this: only a longer wait is worth a line
 REPEAT_S = 60.0    # while an outage lasts, its line comes back this often

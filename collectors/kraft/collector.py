@@ -1,0 +1,413 @@
+"""The KRaft collector: follows ``__cluster_metadata`` as an observer of the controller quorum.
+
+It fetches the metadata log from the quorum's leader as a voter would, but as replica -1 (an
+observer: it votes for nothing and the leader waits for nobody), follows the leader as it moves,
+and folds every committed record (below the high watermark) into :class:`MetadataImage`, whose
+events carry the record's metadata offset as their ordering key. Each (re)sync starts from the
+quorum's newest snapshot (FetchSnapshot) when the log no longer starts at 0, and is bracketed by
+snapshot markers up to the high watermark, so entities deleted while kmon did not look disappear
+downstream. After a restart it reads the log again from there: the stream keeps, per entity, the
+newest offset it applied, so what it has seen is ignored and what happened meanwhile is counted
+once, in order. Every few seconds it asks the leader to describe the quorum (the ``quorum`` entity).
+
+Authorization: fetching the metadata log takes CLUSTER_ACTION on the cluster resource (the
+permission the brokers themselves have); DescribeQuorum takes DESCRIBE on the cluster.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from collectors.kraft import wire
+from collectors.kraft.connection import ClientSecurity, Connection, ControllerError
+from collectors.kraft.image import SOURCE, MetadataImage
+from collectors.kraft.records import MalformedRecord, batches, decode, leader_change
+from collectors.runner import EventSink
+from collectors.telemetry import Telemetry
+from kmon import __version__
+from kmon.events import ControllerState, Event, LogMeta, QuorumReplica, QuorumState
+from kmon.reachability import MONITORED_CONTROLLERS, Reachability
+
+log = logging.getLogger("kmon.collector.kraft")
+
+RETRY_S = 1.0
+
+
+@dataclass(frozen=True)
+class KraftCollectorConfig:
+    controllers: tuple[tuple[str, int], ...]     # the controller listeners kmon may ask first
+    cluster: str
+    security: ClientSecurity = ClientSecurity()
+    max_wait_ms: int = 500          # a fetch waits this long for new records
+    max_bytes: int = 8 << 20        # per fetch and per snapshot chunk
+    quorum_interval_s: float = 2.0  # DescribeQuorum this often
+    timeout_s: float = 10.0         # connect and request timeout
+
+    @property
+    def address(self) -> str:
+        return ",".join(f"{h}:{p}" for h, p in self.controllers)
+
+
+@dataclass
+class _Position:
+    """Where the next fetch starts, and the epoch of the record before it (KRaft checks it)."""
+    offset: int = 0
+    epoch: int = 0       # 0 at offset 0: -1 is refused
+
+
+@dataclass
+class _Resync:
+    snapshot_id: str
+    reason: str
+    begun_ms: int
+
+
+class NotLeader(Exception):
+    """The node asked does not lead the quorum (or no longer at the epoch asked)."""
+
+
+class KraftCollector:
+    def __init__(self, config: KraftCollectorConfig, publisher: EventSink, telemetry: Telemetry) -> None:
+        self.config = config
+        self._publisher = publisher
+        self._telemetry = telemetry
+        self.reachability = Reachability(MONITORED_CONTROLLERS, config.address, "retrying every second", log)
+        self.image = MetadataImage(config.cluster)
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kmon-kraft", daemon=True)
+        self._resync_asked: str | None = "start"
+        self._resync: _Resync | None = None
+        self._pos = _Position()
+        self._leader_id, self._leader_epoch = -1, -1
+        self._endpoints: dict[int, tuple[str, int]] = {}    # node id -> its address on this listener
+        self._conn: Connection | None = None
+        self._quorum_conn: Connection | None = None
+        self._next_quorum = 0.0
+        self._last_quorum: QuorumState | None = None
+        self._caught_up = False
+        self._last_fetch_ok = 0.0
+        self._next_bootstrap = 0
+        self._unknown_seen: set[tuple[int, int]] = set()
+        self._resyncs = telemetry.metric("kmon_collector_resyncs_total", source=SOURCE)
+        self._last_event = telemetry.metric("kmon_collector_last_event_timestamp_seconds", source=SOURCE)
+
+    # ------------------------------------------------------------------ the Collector protocol
+    def start(self) -> None:
+        log.info("following the metadata log of cluster %r from the controllers %s", self.config.cluster,
+                 self.config.address)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopping.set()
+        self._thread.join(timeout)
+        self._close()
+        log.info("stopped following the metadata log at offset %d", self._pos.offset)
+
+    def request_resync(self, reason: str) -> None:
+        self._resync_asked = reason
+
+    def cluster_id(self) -> str | None:
+        return None   # the controller listener does not say it to an observer
+
+    def health(self) -> str | None:
+        if not self._caught_up:
+            return f"not caught up with the metadata log of {self.config.address} yet"
+        if time.monotonic() - self._last_fetch_ok > max(10.0, 4 * self.config.max_wait_ms / 1000):
+            return f"no answer from the metadata quorum's leader ({self.config.address}) for a while"
+        return None
+
+    # ------------------------------------------------------------------ the loop
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._step()
+            except NotLeader:
+                continue
+            except ControllerError as e:
+                log.error("%s", e)
+                self.reachability.refused(str(e))
+                self._close()
+                self._stopping.wait(RETRY_S * 5)
+            except (OSError, wire.WireError) as e:
+                self.reachability.failed(str(e))
+                log.debug("metadata fetch failed: %s", e)
+                self._close()
+                self._forget_leader()
+                self._stopping.wait(RETRY_S)
+
+    def _step(self) -> None:
+        conn = self._connection()
+        if self._resync_asked is not None:
+            self._pos = _Position()   # from the log's start, or the snapshot the answer names
+        result = self._fetch(conn)
+        if result.snapshot is not None:
+            log.info("the metadata log now starts after offset %d: loading the quorum's snapshot at offset %d, "
+                     "epoch %d", self._pos.offset, result.snapshot.end_offset, result.snapshot.epoch)
+            self._begin_resync(conn, self._resync_asked or "log_cleaned", result.snapshot)
+            self._resync_asked = None
+            return
+        if self._resync_asked is not None:
+            self._begin_resync(conn, self._resync_asked, None)
+            self._resync_asked = None
+        if result.diverging is not None:
+            log.warning("the metadata log diverged from offset %d (epoch %d); resyncing",
+                        result.diverging.end_offset, result.diverging.epoch)
+            self._resync_asked = "diverged"
+            return
+        self._apply(result)
+        if self._caught_up and time.monotonic() >= self._next_quorum:
+            self._describe_quorum()
+
+    def _connection(self) -> Connection:
+        if self._conn is None:
+            host, port = self._target()
+            self._conn = Connection(host, port, self.config.security, self.config.timeout_s, __version__)
+            for api, version in ((wire.API_FETCH, wire.FETCH_VERSION),
+                                 (wire.API_FETCH_SNAPSHOT, wire.FETCH_SNAPSHOT_VERSION)):
+                if not self._conn.supports(api, version):
+                    address = self._conn.address
+                    self._close()
+                    raise ControllerError(f"controller listener {address} does not serve version {version} of "
+                                          f"API {api}: is it a KRaft controller listener of Kafka 3.7 or newer?")
+        return self._conn
+
+    def _target(self) -> tuple[str, int]:
+        if self._leader_id >= 0 and self._leader_id in self._endpoints:
+            return self._endpoints[self._leader_id]
+        address = self.config.controllers[self._next_bootstrap % len(self.config.controllers)]
+        self._next_bootstrap += 1
+        return address
+
+    def _close(self) -> None:
+        for conn in (self._conn, self._quorum_conn):
+            if conn is not None:
+                conn.close()
+        self._conn = self._quorum_conn = None
+
+    def _forget_leader(self) -> None:
+        self._leader_id = -1
+
+    def _switch(self, leader: wire.LeaderAndEpoch | None, why: str) -> None:
+        """Go where the answer says the leader is; raises NotLeader to fetch again from there."""
+        moved = leader is not None and leader.leader_id >= 0
+        if moved:
+            assert leader is not None
+            self._leader_epoch = max(self._leader_epoch, leader.epoch)
+            if leader.leader_id != self._leader_id:
+                self._leader_id = leader.leader_id
+                self._close()
+        else:
+            self._forget_leader()
+            self._close()
+            self._stopping.wait(0.2)   # an election is under way
+        log.debug("%s; leader now %s epoch %d", why, self._leader_id, self._leader_epoch)
+        raise NotLeader()
+
+    def _fetch(self, conn: Connection) -> wire.FetchResult:
+        conn.settimeout(self.config.timeout_s + self.config.max_wait_ms / 1000)
+        # KRaft refuses a last fetched epoch above the leader epoch; one below the quorum's is answered
+        # FENCED_LEADER_EPOCH with the leader and its epoch
+        epoch = max(self._leader_epoch, self._pos.epoch)
+        body = wire.fetch_request(self._pos.offset, self._pos.epoch, epoch, self.config.max_wait_ms,
+                                  self.config.max_bytes)
+        result = wire.parse_fetch(conn.call(wire.API_FETCH, wire.FETCH_VERSION, body))
+        self._endpoints.update(result.endpoints)
+        if result.error in (wire.NOT_LEADER_OR_FOLLOWER, wire.FENCED_LEADER_EPOCH, wire.UNKNOWN_LEADER_EPOCH):
+            self._switch(result.leader, f"{conn.address} answered {wire.error_name(result.error)}")
+        if result.error == wire.CLUSTER_AUTHORIZATION_FAILED:
+            raise ControllerError(f"controller listener {conn.address} refused to serve the metadata log "
+                                  "(CLUSTER_AUTHORIZATION_FAILED): kmon's principal needs the CLUSTER_ACTION "
+                                  "ACL on the cluster resource there (a powerful permission: the brokers' own)")
+        if result.error:
+            raise ConnectionError(f"controller listener {conn.address}: fetch answered "
+                                  f"{wire.error_name(result.error)}")
+        if result.leader is not None and result.leader.leader_id >= 0:
+            self._leader_id = result.leader.leader_id
+            self._leader_epoch = max(self._leader_epoch, result.leader.epoch)
+        self.reachability.reached()
+        self._last_fetch_ok = time.monotonic()
+        return result
+
+    # ------------------------------------------------------------------ folding and sending
+    def _apply(self, result: wire.FetchResult) -> None:
+        now = _now_ms()
+        self.image.now_ms = now
+        hw = result.high_watermark
+        for batch in batches(result.records):
+            if batch.last_offset < self._pos.offset:
+                continue
+            if batch.malformed:
+                self._malformed("batch", batch.malformed)
+            for offset, key, value in batch.values:
+                if offset < self._pos.offset:
+                    continue
+                if offset >= hw:
+                    break   # not committed yet: a new leader may truncate it
+                at = LogMeta(offset, batch.epoch, batch.max_timestamp_ms)
+                if batch.control:
+                    self._control(key, value, at)
+                elif value is not None:
+                    self._record(value, at)
+                self._pos = _Position(offset + 1, batch.epoch)
+            if batch.malformed and batch.last_offset < hw:
+                self._pos = _Position(batch.last_offset + 1, batch.epoch)
+        self._send(self.image.take_events())
+        if self._pos.offset >= hw and not self.image.in_transaction():
+            self._caught_up_at(now)
+
+    def _record(self, value: bytes, at: LogMeta) -> None:
+        try:
+            record = decode(value)
+        except MalformedRecord as e:
+            self._malformed("record", f"metadata record at offset {at.offset}: {e}")
+            return
+        self.image.apply(record, at)
+        for unknown in self.image.unknown:
+            self._telemetry.metric("kmon_collector_malformed_total", source=SOURCE,
+                                   kind=f"unknown_record_{unknown.api_key}_v{unknown.version}").inc()
+            if (unknown.api_key, unknown.version) not in self._unknown_seen:
+                self._unknown_seen.add((unknown.api_key, unknown.version))
+                log.warning("metadata record type %d version %d at offset %d is unknown to this kmon: skipped "
+                            "(counted; said once per type and version)", unknown.api_key, unknown.version,
+                            at.offset)
+        self.image.unknown.clear()
+
+    def _control(self, key: bytes | None, value: bytes | None, at: LogMeta) -> None:
+        try:
+            leader = leader_change(key, value)
+        except MalformedRecord as e:
+            self._malformed("record", f"control record at offset {at.offset}: {e}")
+            return
+        if leader is not None:
+            self.image.leader_change(leader, at)
+
+    def _malformed(self, kind: str, message: str) -> None:
+        self._telemetry.metric("kmon_collector_malformed_total", source=SOURCE, kind=kind).inc()
+        log.warning("malformed %s (skipped, still following): %s", kind, message)
+
+    def _caught_up_at(self, now: int) -> None:
+        at = LogMeta(max(self._pos.offset - 1, 0), self._pos.epoch)
+        known = self.image.controller
+        if self._leader_id >= 0 and (known is None or (known.epoch or 0) < self._leader_epoch):
+            # the leader's LeaderChange was before the snapshot (or before kmon looked): it has led since
+            self.image.set_controller(ControllerState(self._leader_id, self._leader_epoch), at)
+            self._send(self.image.take_events())
+        if self._resync is not None:
+            r, self._resync = self._resync, None
+            self._send([self.image.end_marker(r.snapshot_id, r.reason, r.begun_ms, at)])
+            self._resyncs.inc()
+            log.info("caught up with the metadata log at offset %d (%s resync: %d brokers, %d topics, %d partitions "
+                     "in %.1f s)", self._pos.offset, r.reason, len(self.image.brokers), len(self.image.topics),
+                     len(self.image.partitions), (now - r.begun_ms) / 1000)
+        self._caught_up = True
+
+    def _send(self, events: list[Event]) -> None:
+        for event in events:
+            self._publisher.publish(event)
+            self._telemetry.metric("kmon_collector_events_total", source=SOURCE, kind=event.kind).inc()
+        if events:
+            self._last_event.set(time.time())
+
+    # ------------------------------------------------------------------ resync
+    def _begin_resync(self, conn: Connection, reason: str, snapshot: wire.SnapshotId | None) -> None:
+        """Forget the image, fold in the snapshot (if any) silently and send it whole between markers;
+        the log after it follows as it is fetched."""
+        begun = _now_ms()
+        self.image.reset()
+        self.image.now_ms = begun
+        self._caught_up = False
+        at = LogMeta(0, 0)
+        if snapshot is not None:
+            at = LogMeta(max(snapshot.end_offset - 1, 0), snapshot.epoch)
+            self._load_snapshot(conn, snapshot, at)
+            self._pos = _Position(snapshot.end_offset, snapshot.epoch)
+        else:
+            self._pos = _Position()
+        sid = f"kraft-{uuid.uuid4().hex[:12]}"
+        self._resync = _Resync(sid, reason, begun)
+        self.image.now_ms = _now_ms()
+        self._send(self.image.snapshot_events(sid, reason, begun, at))
+
+    def _load_snapshot(self, conn: Connection, snapshot: wire.SnapshotId, at: LogMeta) -> None:
+        data = bytearray()
+        size = None
+        while size is None or len(data) < size:
+            body = wire.fetch_snapshot_request(snapshot, len(data), self._leader_epoch, self.config.max_bytes)
+            chunk = wire.parse_fetch_snapshot(conn.call(wire.API_FETCH_SNAPSHOT, wire.FETCH_SNAPSHOT_VERSION, body))
+            if chunk.error in (wire.NOT_LEADER_OR_FOLLOWER, wire.FENCED_LEADER_EPOCH, wire.UNKNOWN_LEADER_EPOCH):
+                self._resync_asked = "start"
+                self._switch(chunk.leader, f"snapshot fetch answered {wire.error_name(chunk.error)}")
+            if chunk.error:
+                raise ConnectionError(f"controller listener {conn.address}: snapshot fetch answered "
+                                      f"{wire.error_name(chunk.error)}")
+            size = chunk.size
+            data += chunk.data
+            if not chunk.data and len(data) < size:
+                raise ConnectionError(f"controller listener {conn.address}: an empty snapshot chunk at "
+                                      f"{len(data)} of {size} bytes")
+        self.image.silent = True
+        try:
+            for batch in batches(bytes(data)):
+                if batch.malformed:
+                    self._malformed("batch", f"snapshot {snapshot.end_offset}/{snapshot.epoch}: {batch.malformed}")
+                if batch.control:
+                    continue
+                for _, _, value in batch.values:
+                    if value is not None:
+                        self._record(value, at)
+        finally:
+            self.image.silent = False
+        log.info("loaded the metadata snapshot at offset %d (%d bytes): %d brokers, %d topics, %d partitions",
+                 snapshot.end_offset, len(data), len(self.image.brokers), len(self.image.topics),
+                 len(self.image.partitions))
+
+    # ------------------------------------------------------------------ the quorum
+    def _describe_quorum(self) -> None:
+        self._next_quorum = time.monotonic() + self.config.quorum_interval_s
+        try:
+            if self._quorum_conn is None:
+                host, port = self._endpoints.get(self._leader_id) or self._conn_address()
+                self._quorum_conn = Connection(host, port, self.config.security, self.config.timeout_s, __version__)
+            info = wire.parse_describe_quorum(self._quorum_conn.call(
+                wire.API_DESCRIBE_QUORUM, wire.DESCRIBE_QUORUM_VERSION, wire.describe_quorum_request()))
+        except (OSError, wire.WireError) as e:
+            log.debug("DescribeQuorum failed: %s", e)
+            if self._quorum_conn is not None:
+                self._quorum_conn.close()
+                self._quorum_conn = None
+            return
+        if info.error:
+            if self._quorum_conn is not None:   # asked a node that no longer leads: the next poll asks anew
+                self._quorum_conn.close()
+                self._quorum_conn = None
+            log.debug("DescribeQuorum answered %s", wire.error_name(info.error))
+            return
+        now = _now_ms()
+        state = QuorumState(leader_id=info.leader_id, epoch=info.epoch, high_watermark=info.high_watermark,
+                            voters=tuple(_replica(r, info.high_watermark, now) for r in info.voters),
+                            observers=tuple(_replica(r, info.high_watermark, now) for r in info.observers),
+                            features=dict(sorted(self.image.features.items())))
+        if state != self._last_quorum:
+            self._last_quorum = state
+            at = LogMeta(max(self._pos.offset - 1, 0), self._pos.epoch)
+            self._send([Event(cluster=self.config.cluster, source=SOURCE, kind="quorum", entity="quorum",
+                              op="upsert", observed_ms=now, data=state, log=at)])
+
+    def _conn_address(self) -> tuple[str, int]:
+        assert self._conn is not None
+        host, _, port = self._conn.address.rpartition(":")
+        return host, int(port)
+
+
+def _replica(r: wire.ReplicaInfo, high_watermark: int, now_ms: int) -> QuorumReplica:
+    behind = max(0, high_watermark - r.log_end_offset) if r.log_end_offset >= 0 else 0
+    lag_ms = max(0, now_ms - r.last_caught_up_ms) if behind and r.last_caught_up_ms >= 0 else 0
+    return QuorumReplica(replica_id=r.replica_id, log_end_offset=max(r.log_end_offset, -1), lag_records=behind,
+                         lag_ms=lag_ms)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,382 @@
+"""The metadata log's contents: record batches, and the metadata records in them. Pure.
+
+A batch (magic 2) holds records whose values are metadata records framed as an unsigned varint
+frame version, the record's api key and its version, then the record in Kafka's flexible encoding
+(metadata/src/main/resources/common/metadata/*.json). Control batches hold the raft layer's own
+records (LeaderChange, snapshot header and footer, voters): a LeaderChange says who leads from its
+offset on. Only the records that carry cluster state are decoded into types; the rest are known
+and skipped; an unknown type or a newer version than this decoder knows is an :class:`Unknown`,
+which the collector counts and logs, and never stops on.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Callable, Iterator, NamedTuple
+
+from collectors.kraft.wire import Reader, WireError
+
+CONTROL_LEADER_CHANGE = 2
+
+
+class MalformedRecord(ValueError):
+    """A record or batch that cannot be read; the message says where."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    base_offset: int
+    last_offset: int
+    epoch: int                  # partitionLeaderEpoch: the raft epoch of the leader that wrote it
+    max_timestamp_ms: int
+    control: bool
+    values: tuple[tuple[int, bytes | None, bytes | None], ...]   # (offset, key, value) of each record
+    malformed: str | None = None   # why its records could not be read (none are then given)
+
+
+_BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")   # base offset .. record count: 61 bytes
+_COMPRESSION = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+def batches(data: bytes) -> Iterator[Batch]:
+    """The whole batches in ``data`` (a fetch may end in a partial one, left for the next fetch)."""
+    view = memoryview(data)
+    pos = 0
+    while pos + 12 <= len(data):
+        length = struct.unpack_from(">i", data, pos + 8)[0]
+        end = pos + 12 + length
+        if length < _BATCH_HEAD.size - 12 or end > len(data):
+            return   # partial (or a size no batch has: the next fetch starts at its offset again)
+        yield _batch(view, pos, end)
+        pos = end
+
+
+def _batch(view: memoryview, pos: int, end: int) -> Batch:
+    (base, _, epoch, magic, _crc, attributes, last_delta, _base_ts, max_ts, _pid, _pepoch, _seq,
+     count) = _BATCH_HEAD.unpack_from(view, pos)
+    control = bool(attributes & 0x20)
+    try:
+        values = _records(view[pos + _BATCH_HEAD.size:end], base, magic, attributes & 7, count)
+    except (MalformedRecord, WireError, zlib.error) as e:
+        return Batch(base, base + last_delta, epoch, max_ts, control, (), f"batch at offset {base}: {e}")
+    return Batch(base, base + last_delta, epoch, max_ts, control, values)
+
+
+def _records(body: bytes | memoryview, base: int, magic: int, codec: int,
+             count: int) -> tuple[tuple[int, bytes | None, bytes | None], ...]:
+    if magic != 2:
+        raise MalformedRecord(f"magic {magic}, not 2")
+    if codec == 1:
+        body = zlib.decompress(bytes(body), 31)   # gzip
+    elif codec:
+        raise MalformedRecord(f"{_COMPRESSION.get(codec, codec)} compression, which kmon does not read (Kafka "
+                              "writes the metadata log uncompressed unless told otherwise)")
+    r = Reader(body)
+    values = []
+    for _ in range(count):
+        length = r.varint()
+        stop = r.pos + length
+        r.int8()                        # attributes
+        r.varint()                      # timestamp delta
+        offset = base + r.varint()
+        klen = r.varint()
+        key = r.raw(klen) if klen >= 0 else None
+        vlen = r.varint()
+        value = r.raw(vlen) if vlen >= 0 else None
+        if stop > r.end or stop < r.pos:
+            raise MalformedRecord(f"a record of {length} bytes at offset {offset} runs past its batch")
+        r.pos = stop                    # headers: none in the metadata log
+        values.append((offset, key, value))
+    return tuple(values)
+
+
+def leader_change(key: bytes | None, value: bytes | None) -> int | None:
+    """The new leader's id, if this control record is a LeaderChange; else None."""
+    if key is None or value is None or len(key) < 4 or struct.unpack_from(">h", key, 2)[0] != CONTROL_LEADER_CHANGE:
+        return None
+    try:
+        r = Reader(value)
+        r.int16()     # the message's own version
+        return r.int32()
+    except WireError as e:
+        raise MalformedRecord(f"a LeaderChange control record: {e}") from None
+
+
+# ---------------------------------------------------------------- metadata records
+
+class Endpoint(NamedTuple):
+    listener: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+class RegisterBroker(NamedTuple):
+    broker_id: int
+    incarnation_id: str
+    broker_epoch: int
+    endpoints: tuple[Endpoint, ...]
+    features: dict[str, tuple[int, int]]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+
+
+class UnregisterBroker(NamedTuple):
+    broker_id: int
+    broker_epoch: int
+
+
+class BrokerChange(NamedTuple):
+    """BrokerRegistrationChange, FenceBroker and UnfenceBroker: None = unchanged."""
+    broker_id: int
+    broker_epoch: int
+    fenced: bool | None
+    in_controlled_shutdown: bool | None
+
+
+class Topic(NamedTuple):
+    name: str
+    topic_id: str
+
+
+class RemoveTopic(NamedTuple):
+    topic_id: str
+
+
+class Partition(NamedTuple):
+    topic_id: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    removing: tuple[int, ...]
+    adding: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    leader_recovery_state: int
+    elr: tuple[int, ...] | None
+    last_known_elr: tuple[int, ...] | None
+
+
+NO_LEADER_CHANGE = -2   # PartitionChangeRecord's Leader when the leader stays
+
+
+class PartitionChange(NamedTuple):
+    """What changed; None (NO_LEADER_CHANGE for the leader) = unchanged."""
+    topic_id: str
+    partition: int
+    isr: tuple[int, ...] | None
+    leader: int
+    replicas: tuple[int, ...] | None
+    removing: tuple[int, ...] | None
+    adding: tuple[int, ...] | None
+    leader_recovery_state: int | None
+    elr: tuple[int, ...] | None
+    last_known_elr: tuple[int, ...] | None
+
+
+TOPIC_RESOURCE = 2
+
+
+class Config(NamedTuple):
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None      # None: the setting was removed
+
+
+class FeatureLevel(NamedTuple):
+    name: str
+    level: int
+
+
+class BeginTransaction(NamedTuple):
+    name: str | None
+
+
+class EndTransaction(NamedTuple):
+    pass
+
+
+class AbortTransaction(NamedTuple):
+    reason: str | None
+
+
+class ClearElr(NamedTuple):
+    """The ELR and last known ELR of a topic's partitions (every topic's when empty) are cleared:
+    ELR was turned off."""
+    topic: str
+
+
+class Unknown(NamedTuple):
+    """A record type, or a version of one, this decoder does not know."""
+    api_key: int
+    version: int
+
+
+MetadataRecord = (RegisterBroker | UnregisterBroker | BrokerChange | Topic | RemoveTopic | Partition
+                  | PartitionChange | Config | FeatureLevel | ClearElr | BeginTransaction | EndTransaction | AbortTransaction
+                  | Unknown | None)
+
+
+def _ids(r: Reader) -> tuple[int, ...]:
+    return tuple(r.int32_array())
+
+
+def _nullable_ids(r: Reader) -> tuple[int, ...] | None:
+    items = r.compact_array(Reader.int32)
+    return None if items is None else tuple(items)
+
+
+def _register_broker(r: Reader, v: int) -> RegisterBroker:
+    broker_id = r.int32()
+    if v >= 2:
+        r.boolean()    # migrating ZooKeeper broker
+    incarnation, epoch = r.uuid(), r.int64()
+
+    def endpoint(x: Reader) -> Endpoint:
+        e = Endpoint(x.compact_string(), x.compact_string(), x.uint16(), x.int16())
+        x.tagged()
+        return e
+
+    def feature(x: Reader) -> tuple[str, tuple[int, int]]:
+        f = (x.compact_string(), (x.int16(), x.int16()))
+        x.tagged()
+        return f
+
+    endpoints = tuple(r.compact_array(endpoint) or ())
+    features = dict(r.compact_array(feature) or ())
+    rack, fenced = r.compact_nullable_string(), r.boolean()
+    shutdown = r.boolean() if v >= 1 else False
+    r.tagged()
+    return RegisterBroker(broker_id, incarnation, epoch, endpoints, features, rack, fenced, shutdown)
+
+
+def _broker_change(r: Reader, v: int) -> BrokerChange:
+    broker_id, epoch = r.int32(), r.int64()
+    tags = r.tagged({0: Reader.int8, 1: Reader.int8})
+    fencing = tags.get(0, 0)        # 1 fence, -1 unfence, 0 no change
+    shutdown = tags.get(1, 0)       # 1 in controlled shutdown, 0 no change
+    return BrokerChange(broker_id, epoch, None if fencing == 0 else fencing == 1, True if shutdown == 1 else None)
+
+
+def _fence(fenced: bool) -> Callable[[Reader, int], BrokerChange]:
+    def read(r: Reader, v: int) -> BrokerChange:
+        change = BrokerChange(r.int32(), r.int64(), fenced, None)
+        r.tagged()
+        return change
+    return read
+
+
+def _partition(r: Reader, v: int) -> Partition:
+    partition, topic_id = r.int32(), r.uuid()
+    replicas, isr, removing, adding = _ids(r), _ids(r), _ids(r), _ids(r)
+    leader, leader_epoch, partition_epoch = r.int32(), r.int32(), r.int32()
+    if v >= 1:
+        r.compact_array(lambda x: x.raw(16))    # directories
+    tags = r.tagged({0: Reader.int8, 1: _nullable_ids, 2: _nullable_ids})
+    elr, last_known = tags.get(1), tags.get(2)
+    return Partition(topic_id, partition, replicas, isr, removing, adding, leader, leader_epoch, partition_epoch,
+                     int(tags.get(0, 0)), elr if v >= 2 else None, last_known if v >= 2 else None)  # type: ignore
+
+
+def _partition_change(r: Reader, v: int) -> PartitionChange:
+    partition, topic_id = r.int32(), r.uuid()
+    t = r.tagged({0: _nullable_ids, 1: Reader.int32, 2: _nullable_ids, 3: _nullable_ids, 4: _nullable_ids,
+                  5: Reader.int8, 6: _nullable_ids, 7: _nullable_ids})
+    recovery = t.get(5, -1)
+    return PartitionChange(topic_id, partition, t.get(0), t.get(1, NO_LEADER_CHANGE), t.get(2), t.get(3),  # type: ignore
+                           t.get(4), None if recovery == -1 else recovery, t.get(6), t.get(7))  # type: ignore
+
+
+def _topic(r: Reader, v: int) -> Topic:
+    t = Topic(r.compact_string(), r.uuid())
+    r.tagged()
+    return t
+
+
+def _remove_topic(r: Reader, v: int) -> RemoveTopic:
+    t = RemoveTopic(r.uuid())
+    r.tagged()
+    return t
+
+
+def _unregister(r: Reader, v: int) -> UnregisterBroker:
+    u = UnregisterBroker(r.int32(), r.int64())
+    r.tagged()
+    return u
+
+
+def _config(r: Reader, v: int) -> Config:
+    c = Config(r.int8(), r.compact_string(), r.compact_string(), r.compact_nullable_string())
+    r.tagged()
+    return c
+
+
+def _feature_level(r: Reader, v: int) -> FeatureLevel:
+    f = FeatureLevel(r.compact_string(), r.int16())
+    r.tagged()
+    return f
+
+
+def _clear_elr(r: Reader, v: int) -> ClearElr:
+    c = ClearElr(r.compact_string())
+    r.tagged()
+    return c
+
+
+def _begin(r: Reader, v: int) -> BeginTransaction:
+    return BeginTransaction(r.tagged({0: Reader.compact_nullable_string}).get(0))  # type: ignore[arg-type]
+
+
+def _end(r: Reader, v: int) -> EndTransaction:
+    r.tagged()
+    return EndTransaction()
+
+
+def _abort(r: Reader, v: int) -> AbortTransaction:
+    return AbortTransaction(r.tagged({0: Reader.compact_nullable_string}).get(0))  # type: ignore[arg-type]
+
+
+# api key -> (highest version known, reader) of the records that carry cluster state; the versions
+# Kafka 3.7-4.3 write (newer ones of RegisterBroker and BrokerRegistrationChange added tagged fields only)
+DECODED: dict[int, tuple[int, Callable[[Reader, int], MetadataRecord]]] = {
+    0: (4, _register_broker),
+    1: (0, _unregister),
+    2: (0, _topic),
+    3: (2, _partition),
+    4: (0, _config),
+    5: (2, _partition_change),
+    7: (0, _fence(True)),
+    8: (0, _fence(False)),
+    9: (0, _remove_topic),
+    12: (0, _feature_level),
+    17: (3, _broker_change),
+    28: (0, _clear_elr),
+    23: (0, _begin),
+    24: (0, _end),
+    25: (0, _abort),
+}
+# records of state kmon does not watch (credentials, ACLs, quotas, producer ids, no-ops, controllers'
+# registrations, the ZooKeeper migration): any version is skipped unread
+SKIPPED = frozenset({10, 11, 14, 15, 18, 19, 20, 21, 22, 26, 27})
+
+
+def decode(value: bytes) -> MetadataRecord:
+    """One metadata record; None for a record kmon skips. Raises MalformedRecord."""
+    r = Reader(value)
+    try:
+        frame = r.uvarint()
+        if frame != 1:
+            raise MalformedRecord(f"frame version {frame}, not 1")
+        api_key, version = r.uvarint(), r.uvarint()
+        known = DECODED.get(api_key)
+        if known is None:
+            return None if api_key in SKIPPED else Unknown(api_key, version)
+        if version > known[0]:
+            return Unknown(api_key, version)
+        return known[1](r, version)
+    except WireError as e:
+        raise MalformedRecord(str(e)) from None
