@@ -58,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="the embedded default: a local real cluster and the monitor on it",
                          description="Start a local ZooKeeper, Kafka brokers, Prometheus and Alertmanager, "
-                                     "the ZooKeeper and consumer-group collectors and the Spark views on them; "
+                                     "the ZooKeeper and consumer-group collectors and the Spark views on them "
+                                     "(--kraft: a KRaft cluster of Kafka 4 instead, watched by the KRaft "
+                                     "collector); "
                                      "print every address and run until SIGTERM/Ctrl-C, then stop them all. "
                                      "A part of the monitor that dies unasked is started again. Run again in "
                                      "the same --dir, it resumes: the cluster's data, the events, the views' "
@@ -71,8 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=cmd_run)
 
     stack = sub.add_parser("stack", help="start/stop/inspect the local stack",
-                           description="A real local Kafka cluster (ZooKeeper mode) with Prometheus "
-                                       "and Alertmanager, as background processes.")
+                           description="A real local Kafka cluster (ZooKeeper mode, or KRaft with --kraft) "
+                                       "with Prometheus and Alertmanager, as background processes.")
     ssub = stack.add_subparsers(dest="stack_command", required=True, metavar="ACTION")
     up = ssub.add_parser("up", help="start the stack in the background and wait until it is ready",
                          description="Start the stack in the background and wait until it is ready; a "
@@ -84,12 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     _dir_flag(down)
     flags.switch(down, "--purge", help="also delete the stack's data and logs")
     down.set_defaults(handler=cmd_stack_down)
-    status = ssub.add_parser("status", help="each process, and the brokers registered in ZooKeeper")
+    status = ssub.add_parser("status", help="each process (KRaft: with its roles), and the registered brokers")
     _dir_flag(status)
     status.set_defaults(handler=cmd_stack_status)
     start = ssub.add_parser("start", help="start again a stopped process of the stack (a broker you killed)",
                             description="Start again a process of the stack that is not running, e.g. "
-                                        "broker-2 or zookeeper (names: kmon stack status), and wait until it "
+                                        "broker-2, zookeeper or controller-1001 (names: kmon stack status), from "
+                                        "its data, and wait until it "
                                         "serves. A stack that `kmon run` drives is asked to do it itself.")
     start.add_argument("name", help="the process, as `kmon stack status` names it")
     _dir_flag(start)
@@ -124,7 +127,14 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
     flags.flag(p, "--zookeeper-port", default=0, type=flags.port, help="ZooKeeper port (0 = a free port)")
     flags.flag(p, "--broker-port", default=0, type=flags.port,
                 help="port of broker 1; broker N gets this + N - 1 (0 = free ports)")
-    flags.switch(p, "--fast", help="detect failures in seconds (short ZooKeeper session, replica lag)")
+    flags.switch(p, "--kraft",
+                  help="the monitored cluster in KRaft mode on Kafka 4 (no ZooKeeper): by default each of the "
+                       "--brokers nodes is broker and controller, a quorum of that many voters")
+    flags.flag(p, "--dedicated-controllers", default=0, type=_controllers, metavar="N",
+                help="with --kraft: this many dedicated controller nodes (ids 1001 and up) beside broker-only "
+                     "nodes; 0 = each broker is a controller too")
+    flags.switch(p, "--fast", help="detect failures in seconds (short ZooKeeper session or KRaft broker "
+                                   "session, replica lag; KRaft: frequent metadata snapshots)")
     flags.switch(p, "--no-prometheus", help="do not start Prometheus and Alertmanager")
     flags.switch(p, "--no-events-cluster",
                   help="no separate events cluster: kmon's events travel on the monitored cluster, so kmon "
@@ -135,11 +145,21 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
                        "holding Kafka's znodes with ACLs; kmon's client properties are written to <dir>/secure")
 
 
+def _controllers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 (no dedicated controllers) or more")
+    return value
+
+
 def _request(args: argparse.Namespace) -> StackRequest:
     return StackRequest(brokers=args.brokers, chroot=args.chroot, fast=args.fast,
                         prometheus=not args.no_prometheus, zk_port=args.zookeeper_port,
                         first_broker_port=args.broker_port, events_cluster=not args.no_events_cluster,
-                        secure=args.secure)
+                        secure=args.secure, kraft=args.kraft, controllers=args.dedicated_controllers)
 
 
 def _shown(path: Path) -> str:
@@ -162,8 +182,8 @@ def _kmon_command() -> str:
 def describe(state: StackState) -> str:
     separate = state.events_bootstrap_servers != state.bootstrap_servers
     lines = [f"stack in {_shown(state.dir)}",
-             "  monitored cluster (Kafka in ZooKeeper mode)",
-             f"    zookeeper        {state.zk_connect}",
+             *(_kraft_cluster(state) if state.kraft else
+               ["  monitored cluster (Kafka in ZooKeeper mode)", f"    zookeeper        {state.zk_connect}"]),
              f"    bootstrap        {state.bootstrap_servers}",
              *([f"    client config    {f.kafka_client} (Kafka), {f.zk_client} (ZooKeeper)"]
                if (f := state.secure_files) else []),
@@ -179,6 +199,20 @@ def describe(state: StackState) -> str:
     if "stream" in state.components:
         lines.append(f"  {'what happened':<18} {_kmon_command()} history --dir {_shown(history_dir(checkpoint_dir(state.dir)))}")
     return "\n".join(lines)
+
+
+def _kraft_cluster(state: StackState) -> list[str]:
+    how = (f"{state.kraft_controllers} controllers, {state.brokers} brokers" if state.kraft_controllers
+           else f"{state.brokers} nodes, each broker and controller")
+    return [f"  monitored cluster (Kafka 4 in KRaft mode: {how})",
+            f"    cluster id       {state.cluster_id}",
+            f"    controllers      {state.controllers}"]
+
+
+def _roles(c: Component) -> str:
+    """A KRaft node's roles (broker, controller or both), from its name and listeners; "" for the rest."""
+    return ",".join(role for role, has in (("broker", c.name.startswith("broker-")),
+                                           ("controller", c.controller_port > 0)) if has)
 
 
 def cmd_stack_up(args: argparse.Namespace) -> int:
@@ -219,10 +253,14 @@ def cmd_stack_status(args: argparse.Namespace) -> int:
     if (owner := holder(stack.dir)) is not None:
         print(f"  driven by {owner.command} (pid {owner.pid})")
     for c in state.components.values():
-        print(f"  {c.name:<13} pid {c.pid:<8} {'running' if c.alive() else 'STOPPED':<8} port {c.port:<6} log {c.log}")
+        roles = f" roles {_roles(c):<17}" if state.kraft and _roles(c) else ""
+        print(f"  {c.name:<15} pid {c.pid:<8} {'running' if c.alive() else 'STOPPED':<8} port {c.port:<6}{roles} "
+              f"log {c.log}")
     zk = state.components.get("zookeeper")
     if zk and zk.alive():
         print(f"  registered brokers: {stack.registered_brokers()}  controller: {stack.controller_id()}")
+    elif state.kraft:   # the active controller is the quorum's leader, which no broker's metadata names
+        print(f"  registered brokers: {stack.registered_brokers()}  controller quorum: {state.controllers}")
     all_up = all(c.alive() for c in state.components.values())
     return 0 if all_up else 1
 

@@ -1,4 +1,5 @@
-"""The monitor on a local stack: both collectors and the stream app, as processes of the stack.
+"""The monitor on a local stack: its collectors (zk or kraft, and groups) and the stream app, as
+processes of the stack.
 
 They join the stack's state file, so `kmon stack status` lists them, `kmon stack down`
 stops them first, and tests kill and restart them like brokers (fault scenario 7).
@@ -10,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kmon.events import EVENTS_TOPIC
-from stack.local import LocalStack
+from stack.local import LocalStack, StackState, collector_sources
 
-COLLECTORS = ("zk", "groups")
+COLLECTORS = collector_sources(kraft=False)   # a ZooKeeper-mode stack's
 
 
 @dataclass(frozen=True)
@@ -37,22 +38,27 @@ def collector_argv(stack: LocalStack, opts: MonitorOptions, source: str, metrics
     """The command line of one collector of the stack's monitored cluster."""
     s = stack.state
     assert s, "the stack is not up"
-    secure = s.secure_files
-    watch = {
-        "zk": ["--zookeeper", s.zk_connect, *(("--zk-client-config", str(secure.zk_client)) if secure else ())],
-        "groups": ["--bootstrap-servers", s.bootstrap_servers, "--poll-interval", str(opts.groups_poll_seconds),
-                   *(("--command-config", str(secure.kafka_client)) if secure else ())],
-    }[source]
-    return _kmon("collect", source, *watch, "--cluster", opts.cluster,
+    return _kmon("collect", source, *_watched(s, opts, source), "--cluster", opts.cluster,
                  "--events-bootstrap-servers", s.events_bootstrap_servers, "--events-topic", opts.events_topic,
                  "--metrics-port", str(metrics_port))
 
 
+def _watched(s: StackState, opts: MonitorOptions, source: str) -> list[str]:
+    """The flags that say what one collector watches."""
+    secure = s.secure_files
+    if source == "zk":
+        return ["--zookeeper", s.zk_connect, *(("--zk-client-config", str(secure.zk_client)) if secure else ())]
+    if source == "kraft":   # the quorum itself: under KRaft the active controller is its leader
+        return ["--controllers", s.controllers]
+    return ["--bootstrap-servers", s.bootstrap_servers, "--poll-interval", str(opts.groups_poll_seconds),
+            *(("--command-config", str(secure.kafka_client)) if secure else ())]
+
+
 def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
-    """Start what is not running yet: the zk and groups collectors, then the stream app."""
+    """Start what is not running yet: the collectors (zk or kraft, and groups), then the stream app."""
     s = stack.state
     assert s, "the stack is not up"
-    for source in COLLECTORS:
+    for source in collector_sources(s.kraft):
         port = s.collector_ports[source]
         if f"collector-{source}" not in s.components:
             stack.add_service(f"collector-{source}", collector_argv(stack, opts, source, port), port,

@@ -2,8 +2,9 @@
 # Installs everything kmon needs on a fresh Debian machine, idempotently:
 #   - Debian packages: Java 17, Maven, Prometheus (+ promtool), Alertmanager
 #   - the Python venv (.venv) with the versions pinned in constraints.txt
-#   - the Kafka broker + ZooKeeper jars and Spark's Kafka source jars, from Maven Central,
-#     into the cache ($KMON_CACHE, default ~/.cache/kmon), never into git.
+#   - the Kafka broker + ZooKeeper jars (3.9.2), a Kafka 4.x node's jars (the stack's KRaft mode)
+#     and Spark's Kafka source jars, from Maven Central, into the cache ($KMON_CACHE, default
+#     ~/.cache/kmon), never into git.
 # A second run only checks stamps and returns in about a second.
 set -euo pipefail
 
@@ -59,5 +60,6 @@ fetch_jars() {  # pom-dir target-dir
   fi
 }
 fetch_jars "$repo/deploy/maven/kafka" "$cache/jars/kafka"
+fetch_jars "$repo/deploy/maven/kafka4" "$cache/jars/kafka4"
 fetch_jars "$repo/deploy/maven/spark-kafka" "$cache/jars/spark-kafka"
 say "ready: venv $venv, jars in $cache/jars"

@@ -1,5 +1,6 @@
-"""Where the installed parts live (see deploy/install.sh, which puts them there): the Kafka jars and
-servers the local stack runs, and Spark's Kafka source jars `kmon stream` gives Spark.
+"""Where the installed parts live (see deploy/install.sh, which puts them there): the Kafka jars
+(3.9 for ZooKeeper mode and the events node, 4.x for the KRaft mode) and servers the local stack
+runs, and Spark's Kafka source jars `kmon stream` gives Spark.
 
 Each part is looked up when it is used, so `kmon stream` does not need Prometheus
 installed, nor `kmon stack` the Spark jars; a missing part fails with the fix.
@@ -38,9 +39,16 @@ class Toolchain:
 
     @property
     def kafka_classpath(self) -> str:
-        if not any(self.kafka_libs.glob("kafka_2.13-*.jar")):
-            raise MissingTool(f"Kafka broker jars not found in {self.kafka_libs}: run deploy/install.sh")
-        return str(self.kafka_libs / "*")
+        return _classpath(self.kafka_libs, "kafka_2.13-*.jar", "Kafka broker")
+
+    @property
+    def kafka4_libs(self) -> Path:
+        return self.cache / "jars" / "kafka4"
+
+    @property
+    def kafka4_classpath(self) -> str:
+        """Kafka 4.x (KRaft only), for the local stack's --kraft cluster."""
+        return _classpath(self.kafka4_libs, "kafka_2.13-4.*.jar", "Kafka 4 node")
 
     def spark_jar_list(self) -> list[str]:
         jars = sorted(str(p) for p in (self.cache / "jars" / "spark-kafka").glob("*.jar"))
@@ -48,6 +56,12 @@ class Toolchain:
             raise MissingTool(f"Spark's Kafka source jars not found in {self.cache / 'jars' / 'spark-kafka'}: "
                               "run deploy/install.sh")
         return jars
+
+
+def _classpath(libs: Path, jar: str, what: str) -> str:
+    if not any(libs.glob(jar)):
+        raise MissingTool(f"{what} jars not found in {libs}: run deploy/install.sh")
+    return str(libs / "*")
 
 
 def _which(name: str, env: str) -> str:

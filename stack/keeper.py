@@ -3,8 +3,8 @@
 A part of the monitor that dies without being asked to (a collector, the stream app, Prometheus,
 Alertmanager, kmon's events node: the kernel's OOM killer, a crash) is started again after a
 pause that grows while it keeps dying young (kmon/restarts.py), with one log line saying which,
-how it ended and when it comes back. The monitored cluster's brokers and ZooKeeper are what a
-user faults on purpose: those are left as they are.
+how it ended and when it comes back. The monitored cluster's brokers and ZooKeeper (or KRaft
+controllers) are what a user faults on purpose: those are left as they are.
 
 It runs in the thread that owns the stack (a child dies with the thread that started it, see
 signals.die_with_parent) and only spawns: a restarted part says itself when it is ready. So a
@@ -39,7 +39,7 @@ def request_start(directory: Path, name: str) -> None:
 
 def kept(name: str) -> bool:
     """Whether `kmon run` restarts this component: its own parts, not the monitored cluster."""
-    return not (name == "zookeeper" or name.startswith("broker-"))
+    return not (name == "zookeeper" or name.startswith("broker-") or name.startswith("controller-"))
 
 
 @dataclass

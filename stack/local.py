@@ -1,4 +1,10 @@
-"""A real Kafka cluster (ZooKeeper mode) plus Prometheus and Alertmanager, as local processes.
+"""A real Kafka cluster plus Prometheus and Alertmanager, as local processes.
+
+The monitored cluster runs in ZooKeeper mode (Kafka 3.9: ZooKeeper and brokers) or, with
+``StackRequest.kraft``, as a KRaft cluster of Kafka 4.x: by default each of the B nodes is broker and
+controller at once (``broker-1`` .. ``broker-B``, node ids 1..B, every one a voter of a static
+quorum); with ``controllers=N`` the brokers are broker-only and N dedicated controllers run beside
+them (``controller-1001`` .. ``controller-<1000+N>``, node ids from ``FIRST_CONTROLLER_ID``).
 
 Beside the monitored cluster runs kmon's own events cluster (one KRaft node, component
 ``events``), so the monitored brokers, controller and ZooKeeper can all die while kmon's
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -23,6 +30,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -41,13 +49,14 @@ from kmon.client_config import KafkaClientProperties, ZooKeeperClientProperties
 from kmon.toolchain import Toolchain
 from stack import configs
 from stack.owner import Busy, OwnerLock
-from stack.process import cmdline, free_port, pid_alive, port_free, spawn, stop, wait_until
+from stack.process import cmdline, free_port, pid_alive, port_free, spawn, stop, stop_all, wait_until
 from stack.secure import SecureFiles
 
 log = logging.getLogger("kmon.stack")
 
 STATE_FILE = "stack.json"
 EVENTS = "events"   # the component name of kmon's own events cluster
+FIRST_CONTROLLER_ID = 1001   # node id of a KRaft stack's first dedicated controller (brokers are 1..B)
 JVM_OPTS = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=50", "-Djava.awt.headless=true",
             "-XX:+ExitOnOutOfMemoryError"]
 
@@ -65,6 +74,7 @@ class Component:
     marker: str          # unique string in the process's command line (its config file)
     pid: int = 0
     ready_url: str = ""  # HTTP endpoint answering 200 once the process serves
+    controller_port: int = 0   # a KRaft controller's CONTROLLER listener (``port`` is its broker one, if any)
 
     def alive(self) -> bool:
         return self.pid > 0 and pid_alive(self.pid)
@@ -81,6 +91,14 @@ class StackState:
     collector_ports: dict[str, int]   # collector source (zk, groups) -> its /metrics port
     components: dict[str, Component] = field(default_factory=dict)
     secure: bool = False   # the monitored cluster on SASL_SSL and ZooKeeper with SASL and ACLs (secure.py)
+    kraft: bool = False    # the monitored cluster is a KRaft cluster of Kafka 4.x, no ZooKeeper
+    kraft_controllers: int = 0   # its dedicated controllers; 0: every broker is a controller too
+    cluster_id: str = ""   # the KRaft cluster's id, which its nodes' storage was formatted with
+
+    @property
+    def flags(self) -> str:
+        """The `kmon stack up` flags that make a stack of this shape (a resume must give the same)."""
+        return shape_flags(self.kraft, self.brokers, self.kraft_controllers, self.chroot, self.secure)
 
     @property
     def secure_files(self) -> SecureFiles | None:
@@ -111,6 +129,11 @@ class StackState:
                         if n.startswith("broker-"))
 
     @property
+    def controllers(self) -> str:
+        """The KRaft controller quorum: the CONTROLLER listeners of its voters (combined nodes included)."""
+        return ",".join(f"127.0.0.1:{c.controller_port}" for c in self.components.values() if c.controller_port)
+
+    @property
     def events_bootstrap_servers(self) -> str:
         """Where kmon's events go: its own cluster, or the monitored one when the stack has none."""
         events = self.components.get(EVENTS)
@@ -124,6 +147,11 @@ class StackState:
         """The port ``name`` had (0 if it had none): a resumed stack asks for it again."""
         c = self.components.get(name)
         return c.port if c else 0
+
+    def controller_port_of(self, name: str) -> int:
+        """The CONTROLLER port the KRaft node ``name`` had (0 if none)."""
+        c = self.components.get(name)
+        return c.controller_port if c else 0
 
     def save(self) -> None:
         path = self.dir / STATE_FILE
@@ -149,6 +177,18 @@ class StackState:
                              "over (it deletes that directory)") from None
 
 
+def shape_flags(kraft: bool, brokers: int, controllers: int, chroot: str, secure: bool) -> str:
+    """Pure: the flags that say what a stack is made of, as a user types them."""
+    if kraft:
+        return f"--kraft --brokers {brokers}" + (f" --dedicated-controllers {controllers}" if controllers else "")
+    return f"--brokers {brokers}" + (f" --chroot {chroot}" if chroot else "") + (" --secure" if secure else "")
+
+
+def collector_sources(kraft: bool) -> tuple[str, str]:
+    """The collectors of a stack's monitored cluster, by source: its control plane's and the groups'."""
+    return ("kraft" if kraft else "zk", "groups")
+
+
 def _known(cls: type, raw: dict) -> dict:
     """The fields of ``cls`` in ``raw``: keys an older or newer kmon wrote are left out, and a
     missing field with a default takes it (a missing field without one fails in ``cls(...)``)."""
@@ -169,11 +209,35 @@ class StackRequest:
     profile: configs.Profile | None = None   # timing; None: Profile.fast() or Profile() after ``fast``
     # extra JVM options of each monitored broker by id (e.g. a Java agent on a port of its own)
     broker_jvm_options: Callable[[int], list[str]] | None = None
+    kraft: bool = False           # the monitored cluster in KRaft mode, on Kafka 4.x (no ZooKeeper)
+    controllers: int = 0          # KRaft: dedicated controllers; 0: each broker is a controller too
+    kraft_profile: configs.KraftProfile | None = None   # None: KraftProfile.fast() or KraftProfile() after ``fast``
+    # properties of every server of the monitored cluster, over the profile's (e.g.
+    # unclean.leader.election.enable=true)
+    extra_props: dict[str, str] = field(default_factory=dict)
 
     def timing(self) -> configs.Profile:
         if self.profile is not None:
             return self.profile
         return configs.Profile.fast() if self.fast else configs.Profile()
+
+    def kraft_timing(self) -> configs.KraftProfile:
+        if self.kraft_profile is not None:
+            return self.kraft_profile
+        return configs.KraftProfile.fast() if self.fast else configs.KraftProfile()
+
+    @property
+    def flags(self) -> str:
+        return shape_flags(self.kraft, self.brokers, self.controllers, self.chroot, self.secure)
+
+    def check(self) -> None:
+        """Flags that do not go together: one line naming them."""
+        if self.controllers and not self.kraft:
+            raise StackError(f"--dedicated-controllers {self.controllers} needs --kraft: dedicated controllers are KRaft's")
+        zk_only = [name for name, given in (("--chroot", self.chroot), ("--zookeeper-port", self.zk_port),
+                                             ("--secure", self.secure)) if given]
+        if self.kraft and zk_only:
+            raise StackError(f"--kraft does not go with {', '.join(zk_only)} (ZooKeeper-mode stacks only)")
 
 
 class LocalStack:
@@ -214,14 +278,14 @@ class LocalStack:
                           f"shows it, `kmon stack down --dir {self.dir}` stops it")
 
     def _up(self, req: StackRequest, fresh: bool) -> StackState:
+        req.check()
         if fresh and self.dir.exists():
             log.info("--fresh: deleting the stack in %s", self.dir)
             self._purge()
         previous = self.state
-        if previous and (previous.chroot, previous.brokers, previous.secure) != (req.chroot, req.brokers, req.secure):
-            raise StackError(f"{self.dir} holds a stack of {previous.brokers} brokers, chroot "
-                             f"{previous.chroot or '/'}{', secure' if previous.secure else ''}: resume it with "
-                             "those flags, or start over with --fresh (it deletes that stack) or another --dir")
+        if previous and previous.flags != req.flags:
+            raise StackError(f"{self.dir} holds a stack made with {previous.flags}: resume it with those flags, "
+                             "or start over with --fresh (it deletes that stack) or another --dir")
         if previous:
             log.info("resuming the stack in %s: its data, events, checkpoint and history are kept "
                      "(--fresh starts over)", self.dir)
@@ -233,31 +297,30 @@ class LocalStack:
         self.state = StackState(dir=self.dir, chroot=req.chroot, brokers=req.brokers, fast=req.fast,
                                 stream_port=_port(again.stream_port),
                                 collector_ports={source: _port(again.collector_ports.get(source, 0))
-                                                 for source in ("zk", "groups")},
-                                secure=req.secure)
+                                                 for source in collector_sources(req.kraft)},
+                                secure=req.secure, kraft=req.kraft, kraft_controllers=req.controllers,
+                                cluster_id=again.cluster_id)
         if self.state.secure_files:
             self.state.secure_files.write()
         started = time.monotonic()
         try:
-            self._start_zookeeper(req.zk_port or _port(again.port_of("zookeeper")), profile)
-            if self.state.secure_files:
-                self._add_scram_users(self.state.secure_files)
-            if previous:
-                self._await_earlier_sessions(req.brokers, profile)
-            for i in range(req.brokers):
-                name = f"broker-{i + 1}"
-                port = req.first_broker_port + i if req.first_broker_port else _port(again.port_of(name))
-                self._write_broker(i + 1, port, profile,
-                                   req.broker_jvm_options(i + 1) if req.broker_jvm_options else [])
+            if req.kraft:
+                self._write_kraft_nodes(req, again)
+            else:
+                self._write_zookeeper_cluster(req, again, profile, resumed=previous is not None)
             if req.events_cluster:
                 self._write_events_node(profile, _port(again.port_of(EVENTS)))
             for c in self._servers():  # all at once: the JVMs start in parallel
                 self._spawn(c)
-            for i in range(req.brokers):
-                self._wait_broker(i + 1)
+            if req.kraft:
+                self._wait_kraft_cluster()
+            else:
+                for i in range(req.brokers):
+                    self._wait_broker(i + 1)
             if req.events_cluster:
                 self._wait_events_node()
-            wait_until(lambda: self.controller_id() >= 0, 60, "controller election")
+            if not req.kraft:
+                wait_until(lambda: self.controller_id() >= 0, 60, "controller election")
             if req.prometheus:
                 self._start_alertmanager(_port(again.port_of("alertmanager")))
                 self._start_prometheus(_port(again.port_of("prometheus")))
@@ -276,16 +339,12 @@ class LocalStack:
         for the next ``up`` then."""
         stopped: list[str] = []
         if self.state:
-            # the monitor and Prometheus first, then the events cluster (the collectors flush to it),
-            # the brokers, and ZooKeeper last
-            rank = {EVENTS: 1, "zookeeper": 3}
-            order = sorted(self.state.components.values(),
-                           key=lambda c: 2 if c.name.startswith("broker-") else rank.get(c.name, 0))
-            for c in order:
-                if c.alive():
+            for together in _stop_order(self.state):
+                running = [c for c in together if c.alive()]
+                for c in running:
                     log.info("stopping %s (pid %d)", c.name, c.pid)
-                    if stop(c.pid, c.marker, timeout=timeout):
-                        stopped.append(c.name)
+                done = stop_all([(c.pid, c.marker) for c in running], timeout=timeout)
+                stopped += [c.name for c in running if c.pid in done]
         if purge and self.dir.exists():
             self._purge()
         self.owner.release()
@@ -314,6 +373,11 @@ class LocalStack:
         c = self.component(name)
         if c.alive():
             raise StackError(f"{name} is already running (pid {c.pid})")
+        assert self.state
+        if self.state.kraft and _kafka_node(name):   # from its data, as it was formatted
+            self._spawn(c)
+            self._wait_kraft_node(c, timeout)
+            return
         if name.startswith("broker-"):
             self._start_broker(c, timeout)
             return
@@ -384,6 +448,8 @@ class LocalStack:
     def zk(self) -> Iterator[KazooClient]:
         """A client on the stack's chroot, stopped and closed on leaving the block."""
         assert self.state
+        if self.state.kraft:   # and its controller is the quorum's leader, which no ZooKeeper names
+            raise StackError(f"the stack in {self.dir} runs KRaft: it has no ZooKeeper")
         client = KazooClient(hosts=self.state.zk_connect, timeout=10, **self.state.zk_client())
         client.start(timeout=15)
         try:
@@ -393,6 +459,14 @@ class LocalStack:
             client.close()
 
     def registered_brokers(self) -> list[int]:
+        """The brokers registered in ZooKeeper; under KRaft, those registered and unfenced in the
+        metadata (as the first broker that answers lists them)."""
+        assert self.state
+        if self.state.kraft:
+            for c in self.state.components.values():
+                if c.name.startswith("broker-") and c.alive() and (found := metadata_brokers(c.port)):
+                    return sorted(found)
+            return []
         with self.zk() as client:
             try:
                 return sorted(int(x) for x in client.get_children("/brokers/ids"))
@@ -400,6 +474,8 @@ class LocalStack:
                 return []
 
     def controller_id(self) -> int:
+        """The controller broker (ZooKeeper mode only: under KRaft, DescribeCluster and Metadata
+        name a random broker, and the active controller is the quorum's leader)."""
         with self.zk() as client:
             try:
                 data, _ = client.get("/controller")
@@ -445,6 +521,21 @@ class LocalStack:
         self._spawn(c)
         wait_until(lambda: four_letter(port, "ruok") == "imok", 60, "zookeeper", alive=c.alive)
 
+    def _write_zookeeper_cluster(self, req: StackRequest, again: StackState, profile: configs.Profile,
+                                 resumed: bool) -> None:
+        """Start ZooKeeper and write the brokers (ZooKeeper mode)."""
+        assert self.state
+        self._start_zookeeper(req.zk_port or _port(again.port_of("zookeeper")), profile)
+        if self.state.secure_files:
+            self._add_scram_users(self.state.secure_files)
+        if resumed:
+            self._await_earlier_sessions(req.brokers, profile)
+        for i in range(req.brokers):
+            name = f"broker-{i + 1}"
+            port = req.first_broker_port + i if req.first_broker_port else _port(again.port_of(name))
+            self._write_broker(i + 1, port, profile,
+                               req.broker_jvm_options(i + 1) if req.broker_jvm_options else [], req.extra_props)
+
     def _await_earlier_sessions(self, brokers: int, profile: configs.Profile) -> None:
         """Brokers killed with their stack (its owner SIGKILLed) stay registered in ZooKeeper until
         their sessions expire, which ZooKeeper's restart does not end: a broker started before
@@ -458,13 +549,14 @@ class LocalStack:
         wait_until(lambda: not stale & set(self.registered_brokers()), limit,
                    "the earlier run's broker registrations in ZooKeeper to expire", interval=0.5)
 
-    def _write_broker(self, broker_id: int, port: int, profile: configs.Profile, jvm_options: list[str]) -> None:
+    def _write_broker(self, broker_id: int, port: int, profile: configs.Profile, jvm_options: list[str],
+                      extra: dict[str, str]) -> None:
         assert self.state
         cfg = self.dir / f"broker-{broker_id}.properties"
         secure = self.state.secure_files
         cfg.write_text(configs.broker_properties(broker_id, port, self.dir / f"broker-{broker_id}-data",
                                                  self.state.zk_connect, self.state.brokers, profile,
-                                                 secure.broker_properties(port) if secure else None))
+                                                 {**(secure.broker_properties(port) if secure else {}), **extra}))
         self._add(f"broker-{broker_id}", port,
                   self._java("kafka.Kafka", cfg, profile.broker_heap, f"broker-{broker_id}",
                              [*(secure.jvm_options(False) if secure else ()), *jvm_options]), str(cfg))
@@ -483,9 +575,9 @@ class LocalStack:
         log.info("SCRAM users %s created", ", ".join(u for u, _ in users))
 
     def _servers(self) -> list[Component]:
-        """The Kafka JVMs written by ``up``: the monitored brokers and the events node."""
+        """The Kafka JVMs written by ``up``: the monitored brokers (and KRaft controllers) and the events node."""
         assert self.state
-        return [c for n, c in self.state.components.items() if n.startswith("broker-") or n == EVENTS]
+        return [c for n, c in self.state.components.items() if _kafka_node(n) or n == EVENTS]
 
     def _write_events_node(self, profile: configs.Profile, port: int) -> None:
         controller_port = free_port()
@@ -503,6 +595,99 @@ class LocalStack:
             raise StackError(f"formatting the events node's storage {data} failed: "
                              f"{java_error(fmt.stdout + fmt.stderr) or f'exit status {fmt.returncode}'}")
         self._add(EVENTS, port, self._java("kafka.Kafka", cfg, profile.broker_heap, EVENTS), str(cfg))
+
+    def _write_kraft_nodes(self, req: StackRequest, again: StackState) -> None:
+        """Write the KRaft cluster's nodes, each with its earlier ports where free, and format the storage
+        of those that have none yet (a resumed node starts from its data)."""
+        assert self.state
+        profile = req.kraft_timing()
+        (self.dir / "log4j2.properties").write_text(configs.LOG4J2)
+
+        def port(name: str, listener: str) -> int:
+            if listener == "CONTROLLER":
+                return _port(again.controller_port_of(name))
+            broker_id = int(name.split("-")[1])
+            return req.first_broker_port + broker_id - 1 if req.first_broker_port else _port(again.port_of(name))
+        nodes = kraft_layout(req.brokers, req.controllers, port)
+        voters = configs.quorum_voters([node for _, node in nodes])
+        formatted = {name: formatted_cluster_id(self._data(name)) for name, _ in nodes}
+        # one id for every node: the state's, else that of a node formatted by a start that failed
+        # before the state was saved, else a new one
+        cluster_id = self.state.cluster_id or next(filter(None, formatted.values()), None) or kraft_cluster_id()
+        if wrong := [(name, found) for name, found in formatted.items() if found and found != cluster_id]:
+            raise StackError(f"{self._data(wrong[0][0])} holds the storage of KRaft cluster {wrong[0][1]}, not of "
+                             f"this stack's {cluster_id}: delete it, or start over with --fresh")
+        self.state.cluster_id = cluster_id
+        for name, node in nodes:
+            cfg = self.dir / f"{name}.properties"
+            cfg.write_text(configs.kraft_node_properties(node, voters, self._data(name), req.brokers, profile,
+                                                         req.extra_props))
+            jvm = req.broker_jvm_options(node.node_id) if req.broker_jvm_options and node.broker_port else []
+            c = self._add(name, node.broker_port or node.controller_port,
+                          self._kafka4(cfg, profile.node_heap, jvm), str(cfg))
+            c.controller_port = node.controller_port
+        self._format([name for name, found in formatted.items() if not found], profile.features)
+
+    def _data(self, name: str) -> Path:
+        """The log directory of a KRaft node (its meta.properties says whether it was formatted)."""
+        return self.dir / f"{name}-data"
+
+    def _format(self, names: list[str], features: dict[str, int]) -> None:
+        """Format the storage of these KRaft nodes with the stack's cluster id, all at once (a JVM each).
+        The static ``controller.quorum.voters`` in their properties is all the tool needs."""
+        assert self.state
+        argv = [self.tools.java, "-cp", self.tools.kafka4_classpath, "kafka.tools.StorageTool", "format",
+                "-t", self.state.cluster_id,
+                *(arg for name, level in features.items() for arg in ("--feature", f"{name}={level}"))]
+        running = {name: subprocess.Popen([*argv, "-c", str(self.dir / f"{name}.properties")], text=True,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for name in names}
+        failed = []
+        for name, p in running.items():
+            said, _ = p.communicate(timeout=120)
+            if p.returncode != 0:
+                failed.append(f"{self._data(name)}: {java_error(said) or f'exit status {p.returncode}'}")
+        if failed:
+            raise StackError(f"formatting the KRaft storage failed: {'; '.join(failed)}")
+        if names:
+            log.info("formatted the storage of %s for KRaft cluster %s", ", ".join(names), self.state.cluster_id)
+
+    def _kafka4(self, config: Path, heap: str, extra: list[str]) -> list[str]:
+        """A Kafka 4.x node: its own jars, logging through log4j2."""
+        return [self.tools.java, f"-Xmx{heap}", f"-Xms{heap}", *JVM_OPTS, *extra,
+                f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
+                "-cp", self.tools.kafka4_classpath, "kafka.Kafka", str(config)]
+
+    def _wait_kraft_cluster(self, timeout: float = 90) -> None:
+        """Every broker registered and unfenced, as each broker's own metadata shows it. Not
+        DescribeCluster's controller: under KRaft a broker answers with a random broker there."""
+        assert self.state
+        nodes = [c for n, c in self.state.components.items() if _kafka_node(n)]
+
+        def none_died() -> bool:   # a dead controller would leave the brokers waiting until the timeout
+            if dead := [c for c in nodes if not c.alive()]:
+                raise RuntimeError(f"{dead[0].name} exited before the cluster was ready (log: {dead[0].log})")
+            return True
+        ids = set(self.broker_ids())
+        for broker_id in sorted(ids):
+            c = self.component(f"broker-{broker_id}")
+            wait_until(lambda: ids <= metadata_brokers(c.port), timeout,
+                       f"{c.name} serving metadata that lists every broker (log: {c.log})", interval=0.5,
+                       alive=none_died)
+        log.info("KRaft cluster %s: brokers %s registered and serving, controllers %s", self.state.cluster_id,
+                 ", ".join(map(str, sorted(ids))), self.state.controllers)
+
+    def _wait_kraft_node(self, c: Component, timeout: float) -> None:
+        """A (re)started KRaft node serves: a broker lists itself in its metadata (registered and
+        unfenced: it caught up with the metadata log), a dedicated controller answers requests."""
+        if c.name.startswith("broker-"):
+            broker_id = int(c.name.split("-")[1])
+            wait_until(lambda: broker_id in metadata_brokers(c.port), timeout,
+                       f"{c.name} registered and serving (log: {c.log})", interval=0.5, alive=c.alive)
+        else:
+            wait_until(lambda: answers_api_versions(c.controller_port), timeout,
+                       f"{c.name} serving on 127.0.0.1:{c.controller_port} (log: {c.log})", interval=0.5,
+                       alive=c.alive)
+        log.info("%s serving", c.name)
 
     def _wait_events_node(self, timeout: float = 90) -> None:
         c = self.component(EVENTS)
@@ -567,6 +752,41 @@ def _port(earlier: int) -> int:
     return earlier if earlier and port_free(earlier) else free_port()
 
 
+def kraft_layout(brokers: int, controllers: int,
+                 port: Callable[[str, str], int]) -> list[tuple[str, configs.KraftNode]]:
+    """A KRaft stack's nodes by component name, ``port(name, listener)`` giving each listener's port.
+    ``controllers`` 0: brokers 1..B are controllers too; else brokers 1..B are brokers only and the
+    controllers are FIRST_CONTROLLER_ID and up."""
+    def node(name: str, node_id: int, broker: bool, controller: bool) -> tuple[str, configs.KraftNode]:
+        return name, configs.KraftNode(node_id, broker_port=port(name, "PLAINTEXT") if broker else 0,
+                                       controller_port=port(name, "CONTROLLER") if controller else 0)
+    return ([node(f"broker-{i}", i, True, not controllers) for i in range(1, brokers + 1)] +
+            [node(f"controller-{i}", i, False, True)
+             for i in range(FIRST_CONTROLLER_ID, FIRST_CONTROLLER_ID + controllers)])
+
+
+def _stop_order(state: StackState) -> list[list[Component]]:
+    """Pure: the components in the order ``down`` stops them, each list at once. The monitor and
+    Prometheus first, then the events cluster (the collectors flush to it), the brokers, and ZooKeeper
+    or the KRaft controllers last. A KRaft cluster's brokers stop together, then its controllers: a
+    broker's controlled shutdown needs a quorum, which stopping the combined nodes one by one would
+    leave the last one without."""
+    def rank(c: Component) -> int:
+        if _kafka_node(c.name):
+            return 2 if c.name.startswith("broker-") else 3
+        return {EVENTS: 1, "zookeeper": 3}.get(c.name, 0)
+    groups: list[list[Component]] = []
+    for _, same in itertools.groupby(sorted(state.components.values(), key=rank), key=rank):
+        alike = list(same)
+        groups += [alike] if state.kraft and _kafka_node(alike[0].name) else [[c] for c in alike]
+    return groups
+
+
+def _kafka_node(name: str) -> bool:
+    """A server of the monitored Kafka cluster: a broker, or a KRaft controller."""
+    return name.startswith("broker-") or name.startswith("controller-")
+
+
 def formatted_cluster_id(log_dir: Path) -> str | None:
     """The cluster id a KRaft log directory was formatted with (its meta.properties), if it was."""
     try:
@@ -609,6 +829,39 @@ def serves_metadata(port: int, broker_id: int, client: dict[str, str] | None = N
     except KafkaException:
         return False
     return broker_id in md.brokers and md.controller_id >= 0
+
+
+def metadata_brokers(port: int) -> set[int]:
+    """The brokers the broker on ``port`` lists in its metadata (under KRaft: registered and unfenced)."""
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "log_level": 0})
+    try:
+        return set(admin.list_topics(timeout=2).brokers)
+    except KafkaException:
+        return set()
+
+
+def answers_api_versions(port: int) -> bool:
+    """The Kafka server on ``port`` answers an ApiVersions request (v0): it serves requests, which is
+    more than listening. A KRaft controller is asked so, as no client library here talks to one."""
+    correlation = 7
+    client = b"kmon-stack"
+    request = struct.pack(">hhih", 18, 0, correlation, len(client)) + client
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+        s.sendall(struct.pack(">i", len(request)) + request)
+        head = _read(s, 4)
+        answer = _read(s, struct.unpack(">i", head)[0])
+    got, error = struct.unpack(">ih", answer[:6])
+    return got == correlation and error == 0
+
+
+def _read(s: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = s.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("closed by the server")
+        data += chunk
+    return data
 
 
 def four_letter(port: int, word: str) -> str:

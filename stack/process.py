@@ -1,6 +1,7 @@
 """Starting, watching and stopping one local server process."""
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -165,13 +166,21 @@ def stop(pid: int, marker: str, timeout: float = 20.0, sig: int = signal.SIGTERM
     SIGTERM first (brokers shut down cleanly), SIGKILL after ``timeout``. Returns whether
     a process was stopped.
     """
-    if not pid_alive(pid) or marker not in cmdline(pid):
-        return False
-    os.kill(pid, sig)
+    return bool(stop_all([(pid, marker)], timeout, sig))
+
+
+def stop_all(targets: list[tuple[int, str]], timeout: float = 20.0, sig: int = signal.SIGTERM) -> set[int]:
+    """Stop several processes at once, as :func:`stop` does one (each ``(pid, marker)``): all are
+    signalled before any is waited for. Returns the pids stopped."""
+    ours = {pid for pid, marker in targets if pid_alive(pid) and marker in cmdline(pid)}
+    for pid in ours:
+        os.kill(pid, sig)
     deadline = time.monotonic() + timeout
-    while pid_alive(pid):
+    while running := [pid for pid in ours if pid_alive(pid)]:
         if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
+            for pid in running:
+                with contextlib.suppress(ProcessLookupError):   # it ended meanwhile
+                    os.kill(pid, signal.SIGKILL)
             deadline = time.monotonic() + 10
         time.sleep(0.1)
-    return True
+    return ours

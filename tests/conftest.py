@@ -1,4 +1,4 @@
-"""Fixtures: real local stacks (ZooKeeper + Kafka brokers), always torn down."""
+"""Fixtures: real local stacks (ZooKeeper + Kafka brokers, or KRaft nodes), always torn down."""
 from __future__ import annotations
 
 import signal
@@ -40,6 +40,14 @@ def running_stack(directory: Path, toolchain: Toolchain, **request: object) -> I
 
 
 @contextmanager
+def running_kraft_stack(directory: Path, toolchain: Toolchain, **request: object) -> Iterator[LocalStack]:
+    """A fast KRaft stack (Kafka 4: by default 3 nodes, each broker and controller, a 3-voter quorum)
+    for a fixture's lifetime, as :func:`running_stack`; ``controllers=N`` for dedicated controllers."""
+    with running_stack(directory, toolchain, **{"kraft": True, **request}) as stack:
+        yield stack
+
+
+@contextmanager
 def monitored_stack(directory: Path, toolchain: Toolchain, cluster: str, **request: object) -> Iterator[LocalStack]:
     """A stack with its own events cluster and the whole monitor on it (both collectors, the
     stream app on a 0.5 s trigger), as the fault scenarios run it."""
@@ -60,6 +68,21 @@ def chroot_stack(tmp_path_factory: pytest.TempPathFactory, toolchain: Toolchain)
     """Three brokers whose Kafka tree lives under /kafka in ZooKeeper."""
     with running_stack(tmp_path_factory.mktemp("chroot-stack"), toolchain, brokers=3, chroot="/kafka") as stack:
         yield stack
+
+
+@pytest.fixture(scope="session")
+def kraft_session_stack(tmp_path_factory: pytest.TempPathFactory, toolchain: Toolchain) -> Iterator[LocalStack]:
+    """Three combined KRaft nodes with fast failure detection and frequent metadata snapshots,
+    shared by the whole session."""
+    with running_kraft_stack(tmp_path_factory.mktemp("kraft-stack"), toolchain, brokers=3) as stack:
+        yield stack
+
+
+@pytest.fixture
+def kraft_stack(kraft_session_stack: LocalStack) -> Iterator[LocalStack]:
+    """The session's KRaft stack, with every node running again after the test (even on failure)."""
+    yield kraft_session_stack
+    kraft_session_stack.restart_stopped()
 
 
 @pytest.fixture

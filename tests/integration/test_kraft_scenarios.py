@@ -1,0 +1,171 @@
+"""The fault scenarios on a KRaft cluster (Kafka 4.3.1, three combined nodes), end to end: the KRaft
+collector following the real metadata log, the stream app, /metrics; what the quorum itself says
+(DescribeQuorum, asked here as any client would) is the reference."""
+from __future__ import annotations
+
+import signal
+import time
+from typing import Iterator
+
+import pytest
+
+from collectors.kraft import wire
+from collectors.kraft.connection import ClientSecurity, Connection
+from kmon.events import EVENTS_TOPIC
+from stack.local import LocalStack
+from tests.conftest import monitored_stack
+from tests.support import create_topic, events_on, eventually, value
+
+pytestmark = pytest.mark.integration
+CLUSTER = "kraft-scenarios"
+
+
+@pytest.fixture(scope="module")
+def mon(tmp_path_factory: pytest.TempPathFactory, toolchain) -> Iterator[LocalStack]:
+    with monitored_stack(tmp_path_factory.mktemp("kraft"), toolchain, CLUSTER, brokers=3, kraft=True) as stack:
+        yield stack
+
+
+@pytest.fixture(autouse=True)
+def all_running(mon: LocalStack) -> Iterator[None]:
+    yield
+    mon.restart_stopped()
+
+
+def v(stack: LocalStack, name: str, **labels: str) -> float | None:
+    assert stack.state
+    return value(stack.state.stream_port, name, CLUSTER, **labels)
+
+
+def total(stack: LocalStack, name: str, **labels: str) -> float:
+    """A counter summed over its other labels (0 while absent)."""
+    from tests.support import metrics
+    assert stack.state
+    return sum(val for (metric, labelset), val in metrics(stack.state.stream_port).items()
+               if metric == name and ("cluster", CLUSTER) in labelset
+               and all((k, x) in labelset for k, x in labels.items()))
+
+
+def quorum(stack: LocalStack) -> wire.QuorumInfo:
+    """The quorum as its leader describes it (any controller answers who leads)."""
+    assert stack.state
+    for address in stack.state.controllers.split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with Connection(host, int(port), ClientSecurity(), 5, "test") as conn:
+                info = wire.parse_describe_quorum(conn.call(wire.API_DESCRIBE_QUORUM, wire.DESCRIBE_QUORUM_VERSION,
+                                                            wire.describe_quorum_request()))
+        except OSError:
+            continue
+        if not info.error:
+            return info
+    raise AssertionError("no controller describes the quorum")
+
+
+def agrees(stack: LocalStack) -> bool:
+    """The views' controller is the quorum's leader, at its epoch."""
+    q = quorum(stack)
+    return (v(stack, "kmon_controller_id"), v(stack, "kmon_controller_epoch")) == (q.leader_id, q.epoch)
+
+
+def node_of(stack: LocalStack, node_id: int) -> str:
+    return f"broker-{node_id}"
+
+
+def test_k1_the_views_show_the_quorum_and_its_leader(mon: LocalStack) -> None:
+    eventually(lambda: v(mon, "kmon_brokers") == 3, 180, "three unfenced brokers exported")
+    eventually(lambda: agrees(mon), 30, "the quorum leader and epoch as the controller")
+    eventually(lambda: v(mon, "kmon_quorum_voters") == 3, 30, "three voters")
+    assert (v(mon, "kmon_metadata_version") or 0) > 0
+
+
+def test_k2_a_broker_killed_is_fenced_its_isr_shrinks_and_it_comes_back(mon: LocalStack) -> None:
+    topic = "k2-orders"
+    create_topic(mon, topic, partitions=3, rf=3)
+    eventually(lambda: v(mon, "kmon_partitions", topic=topic) == 3, 60, "topic exported")
+    victim = next(n for n in (1, 2, 3) if n != quorum(mon).leader_id)
+    shrinks = total(mon, "kmon_isr_shrinks_total", topic=topic, broker=str(victim))
+    mon.kill(node_of(mon, victim))
+    eventually(lambda: v(mon, "kmon_broker_fenced", broker=str(victim)) == 1, 60, "the dead broker fenced")
+    assert v(mon, "kmon_broker_up", broker=str(victim)) == 0
+    eventually(lambda: v(mon, "kmon_under_replicated_partitions", topic=topic) == 3, 60, "URP")
+    assert total(mon, "kmon_isr_shrinks_total", topic=topic, broker=str(victim)) == shrinks + 3
+    mon.start(node_of(mon, victim))
+    eventually(lambda: v(mon, "kmon_broker_fenced", broker=str(victim)) == 0, 90, "unfenced after the restart")
+    eventually(lambda: v(mon, "kmon_under_replicated_partitions", topic=topic) == 0, 90, "ISR whole again")
+    assert total(mon, "kmon_isr_expands_total", topic=topic, broker=str(victim)) >= 3
+
+
+def test_k3_the_active_controller_killed_a_new_leader_and_epoch_within_seconds(mon: LocalStack) -> None:
+    eventually(lambda: v(mon, "kmon_brokers") == 3, 120, "all brokers back")
+    before = quorum(mon)
+    changes = total(mon, "kmon_controller_changes_total")
+    killed = time.monotonic()
+    mon.kill(node_of(mon, before.leader_id))
+    eventually(lambda: (v(mon, "kmon_controller_epoch") or 0) > before.epoch
+               and v(mon, "kmon_controller_id") not in (None, before.leader_id), 30, "a new leader in the views")
+    seen_after = time.monotonic() - killed
+    after = quorum(mon)
+    assert after.leader_id != before.leader_id and after.epoch > before.epoch
+    eventually(lambda: agrees(mon), 30, "the views agree with the quorum")
+    after = quorum(mon)
+    # every epoch the quorum went through is one change (an epoch can pass without a leader)
+    assert changes < total(mon, "kmon_controller_changes_total") <= changes + (after.epoch - before.epoch)
+    assert seen_after < 20, f"the new controller took {seen_after:.1f} s to show"
+
+
+def test_k4_the_collector_killed_and_restarted_counts_nothing_twice(mon: LocalStack) -> None:
+    eventually(lambda: v(mon, "kmon_brokers") == 3 and total(mon, "kmon_under_replicated_partitions") == 0, 120,
+               "all brokers back in every ISR (the last test's restart counts its expands)")
+    topic = "k4-while-away"
+    counters = ("kmon_isr_shrinks_total", "kmon_isr_expands_total", "kmon_leader_elections_total",
+                "kmon_controller_changes_total")
+    before = {name: total(mon, name) for name in counters}
+    mon.kill("collector-kraft")
+    create_topic(mon, topic, partitions=2, rf=3)
+    mon.start("collector-kraft")
+    eventually(lambda: v(mon, "kmon_partitions", topic=topic) == 2, 90, "the change made while away")
+    time.sleep(3)   # the replay of the log up to now has been folded
+    assert {name: total(mon, name) for name in counters} == before
+
+
+def test_k5_a_controlled_shutdown_is_told_then_the_broker_is_fenced(mon: LocalStack) -> None:
+    eventually(lambda: v(mon, "kmon_brokers") == 3, 120, "all brokers back")
+    create_topic(mon, "k5-led", partitions=6, rf=3)
+    # a broker that leads nothing is fenced at once: Kafka marks a shutdown only while leaders move away
+    leaders = lambda n: v(mon, "kmon_broker_leader_partitions", broker=str(n)) or 0
+    victim = eventually(lambda: next((n for n in (1, 2, 3) if n != quorum(mon).leader_id and leaders(n) > 0), None),
+                        60, "a broker leading partitions")
+    mon.kill(node_of(mon, victim), signal.SIGTERM)
+    eventually(lambda: v(mon, "kmon_broker_fenced", broker=str(victim)) == 1, 60, "fenced after shutting down")
+    assert mon.state
+    told = [e.data.in_controlled_shutdown for e in events_on(mon.state.events_bootstrap_servers, EVENTS_TOPIC)
+            if e.entity == f"broker:{victim}" and e.data is not None and e.cluster == CLUSTER]
+    assert True in told, "the controlled shutdown was not an event"
+
+
+def log_start(stack: LocalStack) -> int:
+    """Where the leader's metadata log starts now (its newest snapshot's end when it was cleaned)."""
+    q = quorum(stack)
+    address = next(iter(q.endpoints.get(q.leader_id, {}).values()))
+    with Connection(*address, ClientSecurity(), 5, "test") as conn:
+        result = wire.parse_fetch(conn.call(wire.API_FETCH, wire.FETCH_VERSION, wire.fetch_request(
+            offset=0, last_fetched_epoch=0, leader_epoch=q.epoch, max_wait_ms=0, max_bytes=1024)))
+    return max(result.log_start_offset, result.snapshot.end_offset if result.snapshot else 0)
+
+
+def test_k6_the_log_cleaned_below_a_stopped_collector_resync_from_the_snapshot(mon: LocalStack) -> None:
+    """Kafka cleans the metadata log on a fixed 60 s timer: this waits up to ~70 s for it."""
+    eventually(lambda: v(mon, "kmon_partitions", topic="k2-orders") == 3, 60, "k2's topic exported")
+    mon.kill("collector-kraft")
+    stopped_at = quorum(mon).high_watermark
+    from confluent_kafka.admin import AdminClient
+    assert mon.state
+    admin = AdminClient({"bootstrap.servers": mon.state.bootstrap_servers})
+    admin.delete_topics(["k2-orders"])["k2-orders"].result(30)
+    create_topic(mon, "k6-after", partitions=2, rf=3)
+    eventually(lambda: log_start(mon) > stopped_at, 150, "the metadata log cleaned past the stopped collector",
+               interval=2)
+    mon.start("collector-kraft")
+    eventually(lambda: v(mon, "kmon_partitions", topic="k6-after") == 2, 90, "the topic created while away")
+    eventually(lambda: v(mon, "kmon_partitions", topic="k2-orders") is None, 60, "the topic deleted while away gone")
