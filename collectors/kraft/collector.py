@@ -93,6 +93,10 @@ class KraftCollector:
         self._unknown_seen: set[tuple[int, int]] = set()
         self._resyncs = telemetry.metric("kmon_collector_resyncs_total", source=SOURCE)
         self._last_event = telemetry.metric("kmon_collector_last_event_timestamp_seconds", source=SOURCE)
+        self._high_watermark = 0
+        telemetry.metric("kmon_collector_metadata_offset").set_function(lambda: self._pos.offset)
+        telemetry.metric("kmon_collector_metadata_lag_records").set_function(
+            lambda: max(0, self._high_watermark - self._pos.offset))
 
     # ------------------------------------------------------------------ the Collector protocol
     def start(self) -> None:
@@ -235,7 +239,7 @@ class KraftCollector:
     def _apply(self, result: wire.FetchResult) -> None:
         now = _now_ms()
         self.image.now_ms = now
-        hw = result.high_watermark
+        hw = self._high_watermark = result.high_watermark
         for batch in batches(result.records):
             if batch.last_offset < self._pos.offset:
                 continue

@@ -77,6 +77,10 @@ def test_k1_the_views_show_the_quorum_and_its_leader(mon: LocalStack) -> None:
     eventually(lambda: agrees(mon), 30, "the quorum leader and epoch as the controller")
     eventually(lambda: v(mon, "kmon_quorum_voters") == 3, 30, "three voters")
     assert (v(mon, "kmon_metadata_version") or 0) > 0
+    assert mon.state
+    port = mon.state.collector_ports["kraft"]
+    assert (value(port, "kmon_collector_metadata_offset", CLUSTER) or 0) > 0
+    eventually(lambda: value(port, "kmon_collector_metadata_lag_records", CLUSTER) == 0, 30, "the collector caught up")
 
 
 def test_k2_a_broker_killed_is_fenced_its_isr_shrinks_and_it_comes_back(mon: LocalStack) -> None:
