@@ -179,25 +179,35 @@ class Connection:
         return reply
 
     def _scram(self, mechanism: str, user: str, password: str) -> None:
-        digest = _SCRAM[mechanism]
         nonce = base64.b64encode(os.urandom(18)).decode()
-        first_bare = f"n={_saslname(user)},r={nonce}"
+        first_bare = scram_client_first(user, nonce)
         server_first = self._sasl_step(f"n,,{first_bare}".encode()).decode()
-        fields = dict(part.split("=", 1) for part in server_first.split(","))
-        if not fields.get("r", "").startswith(nonce):
-            raise ControllerError(f"controller listener {self.address}: SCRAM nonce mismatch")
-        salted = hashlib.pbkdf2_hmac(digest().name, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
-        client_key = hmac.new(salted, b"Client Key", digest).digest()
-        final_bare = f"c=biws,r={fields['r']}"
-        auth_message = f"{first_bare},{server_first},{final_bare}".encode()
-        signature = hmac.new(digest(client_key).digest(), auth_message, digest).digest()
-        proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
-        server_final = self._sasl_step(f"{final_bare},p={proof}".encode()).decode()
-        server_key = hmac.new(salted, b"Server Key", digest).digest()
-        expected = base64.b64encode(hmac.new(server_key, auth_message, digest).digest()).decode()
-        if server_final != f"v={expected}":
+        try:
+            final, expected = scram_client_final(mechanism, password, first_bare, nonce, server_first)
+        except ValueError as e:
+            raise ControllerError(f"controller listener {self.address}: {e}") from None
+        if self._sasl_step(final.encode()).decode() != expected:
             raise ControllerError(f"controller listener {self.address}: the server's SCRAM signature is wrong")
 
 
-def _saslname(user: str) -> str:
-    return user.replace("=", "=3D").replace(",", "=2C")
+def scram_client_first(user: str, nonce: str) -> str:
+    """The client-first-message-bare of RFC 5802."""
+    return f"n={user.replace('=', '=3D').replace(',', '=2C')},r={nonce}"
+
+
+def scram_client_final(mechanism: str, password: str, first_bare: str, nonce: str,
+                       server_first: str) -> tuple[str, str]:
+    """RFC 5802's client-final-message, and the server-final-message a server knowing the password sends."""
+    digest = _SCRAM[mechanism]
+    fields = dict(part.split("=", 1) for part in server_first.split(",") if "=" in part)
+    if not fields.get("r", "").startswith(nonce) or "s" not in fields or not fields.get("i", "").isdigit():
+        raise ValueError(f"not a SCRAM server-first-message of this exchange: {server_first[:80]!r}")
+    salted = hashlib.pbkdf2_hmac(digest().name, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
+    client_key = hmac.new(salted, b"Client Key", digest).digest()
+    final_bare = f"c=biws,r={fields['r']}"
+    auth_message = f"{first_bare},{server_first},{final_bare}".encode()
+    signature = hmac.new(digest(client_key).digest(), auth_message, digest).digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
+    server_key = hmac.new(salted, b"Server Key", digest).digest()
+    expected = base64.b64encode(hmac.new(server_key, auth_message, digest).digest()).decode()
+    return f"{final_bare},p={proof}", f"v={expected}"
