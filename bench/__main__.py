@@ -1,4 +1,4 @@
-"""python -m bench [scrape|stream|idle|zk|groups|failover|peers] ... : prints Markdown tables for bench/README.md."""
+"""python -m bench [scrape|stream|idle|zk|kraft|groups|failover|peers] ... : prints Markdown tables for bench/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import failover, groups, idle, peers, plot, scrape, stream, zk
+from bench import failover, groups, idle, kraft, peers, plot, scrape, stream, zk
 from bench.peers.faults import FAULTS
 from streaming.app import StreamConfig
 
@@ -38,6 +38,11 @@ def main() -> int:
     z = sub.add_parser("zk", help="the ZooKeeper collector on synthetic trees in a real ZooKeeper")
     z.add_argument("--partitions", default="1000,10000,100000")
     z.add_argument("--samples", type=int, default=200, help="ISR flips timed one at a time, per size")
+    k = sub.add_parser("kraft", help="the KRaft collector on a synthetic metadata log (decode, fold, encode), beside "
+                                     "the ZooKeeper collector's own part on the same cluster; pure Python, no Kafka")
+    k.add_argument("--partitions", default="10000,100000")
+    k.add_argument("--repeat", type=int, default=5, help="runs of each measurement per size (the median is given)")
+    k.add_argument("--profile", action="store_true", help="also print a cProfile of one log run per size")
     g = sub.add_parser("groups", help="the consumer-group collector beside kafka-consumer-groups")
     g.add_argument("--groups", default="1000,10000")
     f = sub.add_parser("failover", help="broker deaths -> views -> alerts, events on their own cluster beside "
@@ -82,6 +87,8 @@ def main() -> int:
         rows = idle.run([float(t) for t in args.triggers.split(",")], args.seconds, log)
     elif args.what == "zk":
         rows = zk.run([int(n) for n in args.partitions.split(",")], args.samples, log)
+    elif args.what == "kraft":
+        rows = [kraft.run(int(n), args.repeat, log, args.profile) for n in args.partitions.split(",")]
     elif args.what == "peers":
         chosen = [f for f in args.faults.split(",") if f]
         unknown = [f for f in chosen if f not in FAULTS]

@@ -8,14 +8,17 @@ import os
 import re
 import threading
 from pathlib import Path
+from typing import Callable
 
 from cli.supervise import supervised
 from collectors.groups.cli import add_groups_flags, groups_config
 from collectors.groups.collector import GroupsCollector, GroupsConfig
 from collectors.kraft.collector import KraftCollector, KraftCollectorConfig
 from collectors.kraft.connection import ClientSecurity, ControllerError
-from collectors.publisher import PublisherConfig
-from collectors.runner import Running, running
+from collectors.kraft.sampled import SampledCollector, SampledConfig
+from collectors.publisher import Publisher, PublisherConfig
+from collectors.runner import Collector, Running, running
+from collectors.telemetry import Telemetry
 from collectors.zk.collector import ZkCollector, ZkCollectorConfig
 from kmon import flags
 from kmon.client_config import ZK_ENV_PREFIX, ClientConfigError, KafkaClientProperties, ZooKeeperClientProperties
@@ -53,7 +56,16 @@ def add_collect_parser(subparsers: argparse._SubParsersAction) -> None:
                                            "quorum's newest snapshot at start and after the log was cleaned "
                                            "below kmon's place. Needs CLUSTER_ACTION on the cluster there.")
     flags.flag(kraft, "--controllers", type=flags.host_port_list, metavar="HOST:PORT[,...]",
-               help="controller listeners of the quorum (controller.quorum.bootstrap.servers; required)")
+               help="controller listeners of the quorum (controller.quorum.bootstrap.servers; required unless "
+                    "--sampled)")
+    flags.switch(kraft, "--sampled",
+                 help="where the controllers cannot be reached: poll the brokers' metadata (--bootstrap-servers) "
+                      "instead; each event is marked sampled and the changes between two samples that the leader "
+                      "epochs prove are counted, not seen (README: The collectors)")
+    flags.flag(kraft, "--bootstrap-servers", type=flags.host_port_list, metavar="HOST:PORT[,...]",
+               help="with --sampled: the cluster's brokers")
+    flags.flag(kraft, "--sample-interval", default=SampledConfig.interval_s, type=flags.positive_float,
+               metavar="SECONDS", help="with --sampled: seconds between two samples")
     flags.flag(kraft, "--command-config", type=flags.readable_file, metavar="FILE",
                help="Kafka client properties of the controller listener (security.protocol, sasl.*, ssl.*), as "
                     "the Kafka tools' --command-config; each can also be set as KMON_MONITORED_KAFKA_<KEY>")
@@ -182,27 +194,36 @@ def _collect_zk(zk: ZkCollectorConfig, events: PublisherConfig, security: str, a
 
 
 def cmd_collect_kraft(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    _require(parser, args, "controllers", "cluster", "events_bootstrap_servers")
+    _require(parser, args, "bootstrap_servers" if args.sampled else "controllers", "cluster",
+             "events_bootstrap_servers")
     client = kafka_client(parser, "monitored", args.command_config)
     try:
         security = ClientSecurity.from_librdkafka(client.librdkafka())
     except ControllerError as e:
         parser.error(f"{client.describe()}: {e}")
-    controllers = tuple((host, int(port)) for host, _, port in
-                        (a.rpartition(":") for a in args.controllers.split(",")))
-    kraft = KraftCollectorConfig(controllers=controllers, cluster=args.cluster, security=security,
-                                 quorum_interval_s=args.quorum_interval)
     events = _events(parser, args)
-    return supervised(args.argv, lambda: _collect_kraft(kraft, events, client.describe(), args))
+    if args.sampled:
+        sampled = SampledConfig(bootstrap=_addresses(args.bootstrap_servers), cluster=args.cluster,
+                                security=security, interval_s=args.sample_interval)
+        return supervised(args.argv, lambda: _collect_kraft(
+            sampled.cluster, lambda pub, tel: SampledCollector(sampled, pub, tel),
+            f"the metadata of its brokers {sampled.address}, sampled", client.describe(), events, args))
+    kraft = KraftCollectorConfig(controllers=_addresses(args.controllers), cluster=args.cluster, security=security,
+                                 quorum_interval_s=args.quorum_interval)
+    return supervised(args.argv, lambda: _collect_kraft(
+        kraft.cluster, lambda pub, tel: KraftCollector(kraft, pub, tel), f"its metadata quorum {kraft.address}",
+        client.describe(), events, args))
 
 
-def _collect_kraft(kraft: KraftCollectorConfig, events: PublisherConfig, security: str,
-                   args: argparse.Namespace) -> int:
-    with running(kraft.cluster, lambda pub, tel: KraftCollector(kraft, pub, tel), events,
-                 args.metrics_port) as collector:
-        log.info("collecting cluster %r from its metadata quorum %s (%s) into %s on %s; metrics on port %d; "
-                 "SIGTERM or Ctrl-C stops", kraft.cluster, kraft.address, security, events.topic,
-                 events.bootstrap_servers, collector.metrics_port)
+def _addresses(text: str) -> tuple[tuple[str, int], ...]:
+    return tuple((host, int(port)) for host, _, port in (a.rpartition(":") for a in text.split(",")))
+
+
+def _collect_kraft(cluster: str, make: Callable[[Publisher, Telemetry], Collector], source: str, security: str,
+                   events: PublisherConfig, args: argparse.Namespace) -> int:
+    with running(cluster, make, events, args.metrics_port) as collector:
+        log.info("collecting cluster %r from %s (%s) into %s on %s; metrics on port %d; SIGTERM or Ctrl-C stops",
+                 cluster, source, security, events.topic, events.bootstrap_servers, collector.metrics_port)
         code = _until_signal(collector, args.startup_timeout)
     log.info("stopped")
     return code

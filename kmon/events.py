@@ -263,6 +263,9 @@ class Event:
     znode: ZnodeMeta | None = None
     log: LogMeta | None = None       # kraft: its place in the metadata log (the ordering key: log.offset)
     snapshot_id: str | None = None   # set on events emitted as part of a resync snapshot
+    # kraft without the controllers: a poll of the brokers' metadata, which may have missed changes
+    # between two samples (no ordering key: samples arrive in the order they were taken)
+    sampled: bool = False
     v: int = SCHEMA_VERSION
 
     @property

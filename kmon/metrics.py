@@ -153,6 +153,9 @@ CATALOG: tuple[MetricSpec, ...] = (
     _m("collector_metadata_offset", "gauge", (),
        "KRaft: the next metadata offset the collector reads (every record before it is folded).", "collector",
        kraft_only=True),
+    _m("collector_sampled_missed_total", "counter", ("source", "kind"),
+       "KRaft sampled mode: steps the epochs prove happened between two samples of the brokers' metadata, "
+       "never seen as events (kind: leader_election, controller_change).", "collector", kraft_only=True),
     _m("collector_metadata_lag_records", "gauge", (),
        "KRaft: committed metadata records the collector has not read yet (the high watermark minus its offset).",
        "collector", kraft_only=True),

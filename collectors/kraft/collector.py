@@ -391,8 +391,8 @@ class KraftCollector:
             return
         now = _now_ms()
         state = QuorumState(leader_id=info.leader_id, epoch=info.epoch, high_watermark=info.high_watermark,
-                            voters=tuple(_replica(r, info.high_watermark, now) for r in info.voters),
-                            observers=tuple(_replica(r, info.high_watermark, now) for r in info.observers),
+                            voters=tuple(quorum_replica(r, info.high_watermark, now) for r in info.voters),
+                            observers=tuple(quorum_replica(r, info.high_watermark, now) for r in info.observers),
                             features=dict(sorted(self.image.features.items())))
         if state != self._last_quorum:
             self._last_quorum = state
@@ -406,7 +406,7 @@ class KraftCollector:
         return host, int(port)
 
 
-def _replica(r: wire.ReplicaInfo, high_watermark: int, now_ms: int) -> QuorumReplica:
+def quorum_replica(r: wire.ReplicaInfo, high_watermark: int, now_ms: int) -> QuorumReplica:
     behind = max(0, high_watermark - r.log_end_offset) if r.log_end_offset >= 0 else 0
     lag_ms = max(0, now_ms - r.last_caught_up_ms) if behind and r.last_caught_up_ms >= 0 else 0
     return QuorumReplica(replica_id=r.replica_id, log_end_offset=max(r.log_end_offset, -1), lag_records=behind,

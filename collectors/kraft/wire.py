@@ -18,9 +18,9 @@ T = TypeVar("T")
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID("00000000-0000-0000-0000-000000000001").bytes   # fixed by KRaft
 
-API_FETCH, API_SASL_HANDSHAKE, API_API_VERSIONS = 1, 17, 18
+API_FETCH, API_METADATA, API_SASL_HANDSHAKE, API_API_VERSIONS = 1, 3, 17, 18
 API_SASL_AUTHENTICATE, API_DESCRIBE_QUORUM, API_FETCH_SNAPSHOT = 36, 55, 59
-FETCH_VERSION, FETCH_SNAPSHOT_VERSION, DESCRIBE_QUORUM_VERSION = 17, 1, 2
+FETCH_VERSION, FETCH_SNAPSHOT_VERSION, DESCRIBE_QUORUM_VERSION, METADATA_VERSION = 17, 1, 2, 12
 
 # error codes an observer acts on (Kafka's Errors enum)
 NONE = 0
@@ -512,6 +512,69 @@ def parse_describe_quorum(r: Reader) -> QuorumInfo:
         return QuorumInfo(error or -1, message, -1, -1, -1, (), (), nodes)
     p = parts[0]
     return QuorumInfo(p.error, p.message, p.leader_id, p.epoch, p.high_watermark, p.voters, p.observers, nodes)
+
+
+# ---------------------------------------------------------------- Metadata (v12), to a broker
+
+@dataclass(frozen=True)
+class PartitionMetadata:
+    error: int
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    error: int
+    name: str | None
+    topic_id: str
+    internal: bool
+    partitions: tuple[PartitionMetadata, ...]
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    brokers: dict[int, tuple[str, int, str | None]]    # id -> host, port, rack: the unfenced brokers
+    cluster_id: str | None
+    topics: tuple[TopicMetadata, ...]
+
+
+def metadata_request() -> bytes:
+    """Every topic (a null topic list), no auto-creation, no authorized operations."""
+    return Writer().uvarint(0).int8(0).int8(0).no_tags().bytes()
+
+
+def parse_metadata(r: Reader) -> ClusterMetadata:
+    r.int32()
+
+    def broker(x: Reader) -> tuple[int, tuple[str, int, str | None]]:
+        node, host, port, rack = x.int32(), x.compact_string(), x.int32(), x.compact_nullable_string()
+        x.tagged()
+        return node, (host, port, rack)
+
+    def partition(x: Reader) -> PartitionMetadata:
+        p = PartitionMetadata(x.int16(), x.int32(), x.int32(), x.int32(), tuple(x.int32_array()),
+                              tuple(x.int32_array()))
+        x.int32_array()    # offline replicas
+        x.tagged()
+        return p
+
+    def topic(x: Reader) -> TopicMetadata:
+        error, name, topic_id, internal = x.int16(), x.compact_nullable_string(), x.uuid(), x.boolean()
+        partitions = tuple(x.compact_array(partition) or ())
+        x.int32()          # authorized operations
+        x.tagged()
+        return TopicMetadata(error, name, topic_id, internal, partitions)
+
+    brokers = dict(r.compact_array(broker) or [])
+    cluster_id = r.compact_nullable_string()
+    r.int32()              # controller id: under KRaft a random broker, never the active controller
+    topics = tuple(r.compact_array(topic) or ())
+    r.tagged()
+    return ClusterMetadata(brokers, cluster_id, topics)
 
 
 # ---------------------------------------------------------------- SASL

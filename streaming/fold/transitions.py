@@ -70,8 +70,10 @@ def broker_transitions(prev: BrokerState, new: BrokerState) -> BrokerTransitions
 def saw_every_version(event: Event) -> bool:
     """Whether the state before ``event``'s is the one kmon saw last: ZooKeeper coalesces the
     watch notifications of quick successive writes (the collector counts the versions it
-    never read, ``version_gap``), and a resync snapshot follows a spell kmon was blind."""
-    return event.snapshot_id is None and (event.znode is None or event.znode.version_gap == 0)
+    never read, ``version_gap``), a resync snapshot follows a spell kmon was blind, and a sample
+    of the brokers' metadata (KRaft without the controllers) may follow several changes."""
+    return (event.snapshot_id is None and not event.sampled
+            and (event.znode is None or event.znode.version_gap == 0))
 
 
 def controller_transitions(prev: ControllerState | None, new: ControllerState) -> int:

@@ -4,6 +4,7 @@ collector following the real metadata log, the stream app, /metrics; what the qu
 from __future__ import annotations
 
 import signal
+import sys
 import time
 from typing import Iterator
 
@@ -13,6 +14,7 @@ from collectors.kraft import wire
 from collectors.kraft.connection import ClientSecurity, Connection
 from kmon.events import EVENTS_TOPIC
 from stack.local import LocalStack
+from stack.process import free_port
 from tests.conftest import monitored_stack
 from tests.support import create_topic, events_on, eventually, value
 
@@ -173,3 +175,27 @@ def test_k6_the_log_cleaned_below_a_stopped_collector_resync_from_the_snapshot(m
     mon.start("collector-kraft")
     eventually(lambda: v(mon, "kmon_partitions", topic="k6-after") == 2, 90, "the topic created while away")
     eventually(lambda: v(mon, "kmon_partitions", topic="k2-orders") is None, 60, "the topic deleted while away gone")
+
+
+def test_k7_sampled_mode_polls_the_brokers_where_the_controllers_cannot_be_reached(mon: LocalStack) -> None:
+    """`kmon collect kraft --sampled`, reporting as a cluster of its own name beside the exact collector."""
+    assert mon.state
+    sampled, port = "kraft-sampled", free_port()
+    mon.add_service("collector-sampled", [
+        sys.executable, "-m", "cli", "collect", "kraft", "--sampled", "--bootstrap-servers",
+        mon.state.bootstrap_servers, "--sample-interval", "1", "--cluster", sampled,
+        "--events-bootstrap-servers", mon.state.events_bootstrap_servers, "--metrics-port", str(port)],
+        port, marker=f"--metrics-port {port}", ready_url=f"http://127.0.0.1:{port}/metrics")
+    try:
+        sv = lambda name, **labels: value(mon.state.stream_port, name, sampled, **labels)  # type: ignore[union-attr]
+        eventually(lambda: sv("kmon_brokers") == 3, 90, "the sampled brokers exported")
+        eventually(lambda: sv("kmon_controller_id") == quorum(mon).leader_id, 30,
+                   "the quorum's leader (forwarded DescribeQuorum), not Metadata's random broker")
+        create_topic(mon, "k7-sampled", partitions=2, rf=3)
+        eventually(lambda: sv("kmon_partitions", topic="k7-sampled") == 2, 30, "a topic sampled")
+        victim = next(n for n in (1, 2, 3) if n != quorum(mon).leader_id)
+        mon.kill(node_of(mon, victim))
+        eventually(lambda: sv("kmon_broker_up", broker=str(victim)) == 0, 60, "the dead broker down in the samples")
+        eventually(lambda: (sv("kmon_under_replicated_partitions", topic="k7-sampled") or 0) > 0, 60, "URP sampled")
+    finally:
+        mon.remove("collector-sampled")
