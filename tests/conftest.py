@@ -70,21 +70,6 @@ def chroot_stack(tmp_path_factory: pytest.TempPathFactory, toolchain: Toolchain)
         yield stack
 
 
-@pytest.fixture(scope="session")
-def kraft_session_stack(tmp_path_factory: pytest.TempPathFactory, toolchain: Toolchain) -> Iterator[LocalStack]:
-    """Three combined KRaft nodes with fast failure detection and frequent metadata snapshots,
-    shared by the whole session."""
-    with running_kraft_stack(tmp_path_factory.mktemp("kraft-stack"), toolchain, brokers=3) as stack:
-        yield stack
-
-
-@pytest.fixture
-def kraft_stack(kraft_session_stack: LocalStack) -> Iterator[LocalStack]:
-    """The session's KRaft stack, with every node running again after the test (even on failure)."""
-    yield kraft_session_stack
-    kraft_session_stack.restart_stopped()
-
-
 @pytest.fixture
 def stack(session_stack: LocalStack) -> Iterator[LocalStack]:
     """The session stack, with every process running again after the test (even on failure)."""

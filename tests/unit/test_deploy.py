@@ -18,7 +18,7 @@ from streaming.app import StreamConfig
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 # variables read by prefix (kmon/client_config.py), not by a flag
 PREFIXES = ("KMON_MONITORED_KAFKA_", "KMON_EVENTS_KAFKA_", "KMON_ZK_CLIENT_")
-COLLECTOR_PORTS = {"zk": 9309, "groups": 9310}
+COLLECTOR_PORTS = {"zk": 9309, "groups": 9310, "kraft": 9311}
 
 
 def command(words: list[str]) -> argparse.ArgumentParser:
@@ -51,8 +51,8 @@ def assert_known(variables: set[str], parser: argparse.ArgumentParser, where: st
 
 
 def collectors_read() -> set[str]:
-    """What a file or map shared by a cluster's two collectors may set."""
-    return env_vars(command(["collect", "zk"])) | env_vars(command(["collect", "groups"]))
+    """What a file or map shared by a cluster's collectors may set."""
+    return set().union(*(env_vars(command(["collect", source])) for source in COLLECTOR_PORTS))
 
 
 # ------------------------------------------------------------------ systemd
@@ -66,7 +66,8 @@ def env_file(text: str) -> dict[str, str]:
 
 
 def test_systemd_units_use_existing_flags_and_variables() -> None:
-    assert set(units()) == {"kmon-collect-zk@.service", "kmon-collect-groups@.service", "kmon-stream.service"}
+    assert set(units()) == {"kmon-collect-zk@.service", "kmon-collect-kraft@.service", "kmon-collect-groups@.service",
+                            "kmon-stream.service"}
     cluster_env = env_file((DEPLOY / "systemd" / "cluster.env.example").read_text())
     stream_env = env_file((DEPLOY / "systemd" / "stream.env.example").read_text())
     for name, text in units().items():
@@ -85,7 +86,8 @@ def test_systemd_units_use_existing_flags_and_variables() -> None:
     unknown = {v for v in cluster_env if v.startswith("KMON_") and v not in collectors_read()
                and not v.startswith(PREFIXES)}
     assert not unknown
-    assert {cluster_env["ZK_METRICS_PORT"], cluster_env["GROUPS_METRICS_PORT"]} == {str(p) for p in COLLECTOR_PORTS.values()}
+    assert {cluster_env[f"{source.upper()}_METRICS_PORT"] for source in COLLECTOR_PORTS} == {
+        str(p) for p in COLLECTOR_PORTS.values()}
     assert stream_env["KMON_METRICS_PORT"] == str(StreamConfig.metrics_port)
 
 
