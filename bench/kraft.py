@@ -8,8 +8,9 @@ of every event and its key); the network is not measured.
   ``KraftCollector`` reads it on start when the log was never cleaned: ``_begin_resync`` (no snapshot),
   then ``_apply`` of each fetch (the collector's 8 MiB ``max_bytes``, cut at batch boundaries): batches(),
   decode(), MetadataImage.apply(), take_events() per fetch, every event encoded, then the end marker.
-- **snapshot**: the same records served as the quorum's snapshot (a fake controller connection answers
-  FetchSnapshot from memory): ``_begin_resync`` with the snapshot (reset, silent fold, snapshot_events(),
+- **snapshot**: the same batches served as the quorum's snapshot (a fake controller connection answers
+  FetchSnapshot from memory; a snapshot Kafka writes holds the image instead, one record per entity:
+  fewer records, no PartitionChangeRecords): ``_begin_resync`` with the snapshot (reset, silent fold, snapshot_events(),
   all encoded), then one empty fetch at the high watermark, which publishes the end marker: the whole
   picture is on its way to the events topic.
 - **zk**: the ZooKeeper collector's snapshot of the same cluster's znodes (bench.zk's tree, Kafka's own
@@ -173,17 +174,29 @@ class _Encoder:
         self.events += 1
 
 
+class _Counter(_Encoder):
+    """No publisher at all: what decoding, folding and the collector's own bookkeeping cost."""
+
+    def publish(self, event: Event) -> None:
+        self.events += 1
+
+
 class _SnapshotConnection:
-    """A controller connection answering FetchSnapshot from memory, a chunk of ``max_bytes`` per call."""
+    """A controller connection answering FetchSnapshot from memory: the responses, in order."""
     address = "memory:0"
 
-    def __init__(self, data: bytes, snapshot: wire.SnapshotId, max_bytes: int) -> None:
-        self.responses = [_fetch_snapshot_response(snapshot, len(data), pos, data[pos:pos + max_bytes])
-                          for pos in range(0, len(data), max_bytes)]
+    def __init__(self, responses: list[bytes]) -> None:
+        self.responses = list(responses)
 
     def call(self, api_key: int, version: int, body: bytes, **_: Any) -> wire.Reader:
         assert api_key == wire.API_FETCH_SNAPSHOT
         return wire.Reader(self.responses.pop(0))
+
+
+def snapshot_responses(data: bytes, snapshot: wire.SnapshotId, max_bytes: int) -> list[bytes]:
+    """FetchSnapshot v1 response bodies serving ``data`` a chunk of ``max_bytes`` at a time."""
+    return [_fetch_snapshot_response(snapshot, len(data), pos, data[pos:pos + max_bytes])
+            for pos in range(0, len(data), max_bytes)]
 
 
 def _fetch_snapshot_response(snapshot: wire.SnapshotId, size: int, position: int, chunk: bytes) -> bytes:
@@ -193,21 +206,20 @@ def _fetch_snapshot_response(snapshot: wire.SnapshotId, size: int, position: int
     return w.no_tags().no_tags().bytes()
 
 
-def _kraft() -> tuple[KraftCollector, _Encoder]:
-    sink = _Encoder()
+def _kraft(sink: _Encoder) -> KraftCollector:
     collector = KraftCollector(KraftCollectorConfig(controllers=(("memory", 0),), cluster=CLUSTER), sink,
                                Telemetry(CLUSTER))
     collector._leader_id, collector._leader_epoch = LEADER, EPOCH   # as the first fetch's answer says
-    return collector, sink
+    return collector
 
 
 def _fetched(records: bytes, hw: int) -> wire.FetchResult:
     return wire.FetchResult(0, hw, 0, records, wire.LeaderAndEpoch(LEADER, EPOCH), None, None)
 
 
-def kraft_log(log: MetadataLog, chunks: list[bytes]) -> _Encoder:
+def kraft_log(log: MetadataLog, chunks: list[bytes], sink: _Encoder) -> _Encoder:
     """Start on a log that begins at offset 0: every record folded and published, then the end marker."""
-    collector, sink = _kraft()
+    collector = _kraft(sink)
     collector._begin_resync(None, "start", None)  # type: ignore[arg-type]   # no snapshot: no connection used
     for chunk in chunks:
         collector._apply(_fetched(chunk, log.end_offset))
@@ -215,10 +227,11 @@ def kraft_log(log: MetadataLog, chunks: list[bytes]) -> _Encoder:
     return sink
 
 
-def kraft_snapshot(log: MetadataLog, conn: _SnapshotConnection, snapshot: wire.SnapshotId) -> _Encoder:
+def kraft_snapshot(conn: _SnapshotConnection, snapshot: wire.SnapshotId) -> _Encoder:
     """Start on a log that begins after a snapshot: the snapshot loaded and published whole, then the
     (empty) log after it read up to the high watermark, which sends the end marker."""
-    collector, sink = _kraft()
+    sink = _Encoder()
+    collector = _kraft(sink)
     collector._begin_resync(conn, "start", snapshot)  # type: ignore[arg-type]
     collector._apply(_fetched(b"", snapshot.end_offset))
     assert collector._caught_up and collector._resync is None
@@ -297,33 +310,41 @@ def run(partitions: int, repeat: int, progress: Callable[[str], None], profile: 
     max_bytes = KraftCollectorConfig(controllers=(("memory", 0),), cluster=CLUSTER).max_bytes
     chunks = fetches(log, max_bytes)
     snapshot = wire.SnapshotId(log.end_offset, EPOCH)
+    responses = snapshot_responses(log.data, snapshot, max_bytes)
     store = FakeKazoo(shape, ZkPaths(""))
+    progress(f"  {log.records} records in {log.batches} batches ({len(log.data) / 1e6:.1f} MB, {len(chunks)} "
+             f"fetches); {len(store.data)} znodes")
+    runs: dict[str, Callable[[], _Encoder]] = {
+        "log": lambda: kraft_log(log, chunks, _Encoder()),
+        "log_unpublished": lambda: kraft_log(log, chunks, _Counter()),
+        "snapshot": lambda: kraft_snapshot(_SnapshotConnection(responses), snapshot),
+        "zk": lambda: zk_snapshot(store),
+    }
     gc.collect()
     gc.freeze()   # the bench's inputs: the collectors' GC passes scan only what the collectors allocate
     try:
         if profile:
-            _profile(lambda: kraft_log(log, chunks), progress)
-        samples: dict[str, list[tuple[float, float, _Encoder]]] = {"log": [], "snapshot": [], "zk": []}
-        for i in range(repeat):   # interleaved, so that the machine's noise falls on all three alike
-            samples["log"].append(_timed(lambda: kraft_log(log, chunks)))
-            samples["snapshot"].append(_timed(lambda: kraft_snapshot(
-                log, _SnapshotConnection(log.data, snapshot, max_bytes), snapshot)))
-            samples["zk"].append(_timed(lambda: zk_snapshot(store)))
-            progress(f"  round {i + 1}/{repeat}: " + ", ".join(
-                f"{k} {v[-1][0]:.2f} s wall {v[-1][1]:.2f} s CPU" for k, v in samples.items()))
+            _profile(runs["log"], progress)
+        samples: dict[str, list[tuple[float, float, _Encoder]]] = {name: [] for name in runs}
+        for i in range(repeat):   # interleaved, so that the machine's noise falls on all alike
+            for name, measure in runs.items():
+                samples[name].append(_timed(measure))
+            progress(f"  round {i + 1}/{repeat} (wall/CPU s): " + ", ".join(
+                f"{k} {v[-1][0]:.2f}/{v[-1][1]:.2f}" for k, v in samples.items()))
     finally:
         gc.unfreeze()
-    med = {k: (statistics.median(s[0] for s in v), statistics.median(s[1] for s in v), v[-1][2])
-           for k, v in samples.items()}
-    (log_s, log_cpu, log_out), (snap_s, snap_cpu, snap_out), (zk_s, zk_cpu, zk_out) = \
-        med["log"], med["snapshot"], med["zk"]
-    return {"partitions": partitions, "records": log.records, "batches": log.batches, "log_mb": len(log.data) / 1e6,
-            "fetches": len(chunks), "log_events": log_out.events, "log_cpu_s": log_cpu, "log_s": log_s,
-            "records_per_s": log.records / log_cpu, "events_per_s": log_out.events / log_cpu,
-            "snapshot_events": snap_out.events, "snapshot_cpu_s": snap_cpu, "snapshot_s": snap_s,
-            "snapshot_records_per_s": log.records / snap_cpu,
-            "zk_znodes": len(store.data), "zk_events": zk_out.events, "zk_cpu_s": zk_cpu, "zk_s": zk_s,
-            "zk_over_kraft_snapshot": zk_cpu / snap_cpu, "encoded_mb": snap_out.bytes / 1e6, "repeat": repeat}
+    wall = {k: statistics.median(s[0] for s in v) for k, v in samples.items()}
+    cpu = {k: statistics.median(s[1] for s in v) for k, v in samples.items()}
+    out = {k: v[-1][2] for k, v in samples.items()}
+    progress(f"  medians, wall s: {wall}; CPU s: {cpu}; {out['snapshot'].bytes / 1e6:.1f} MB of events in the "
+             f"snapshot, {out['zk'].bytes / 1e6:.1f} MB in ZooKeeper's")
+    return {"partitions": partitions, "records": log.records, "log_mb": round(len(log.data) / 1e6, 1),
+            "log_events": out["log"].events, "log_cpu_s": cpu["log"],
+            "records_per_s": log.records / cpu["log"], "events_per_s": out["log"].events / cpu["log"],
+            "unpublished_records_per_s": log.records / cpu["log_unpublished"],
+            "snapshot_events": out["snapshot"].events, "snapshot_cpu_s": cpu["snapshot"],
+            "snapshot_wall_s": wall["snapshot"], "zk_events": out["zk"].events, "zk_cpu_s": cpu["zk"],
+            "zk_over_kraft": cpu["zk"] / cpu["snapshot"]}
 
 
 def _profile(run: Callable[[], Any], progress: Callable[[str], None]) -> None:
