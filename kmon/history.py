@@ -72,7 +72,9 @@ COUNTED_BY_KIND: dict[str, tuple[Counted, ...]] = {
 class Transition(NamedTuple):
     """A tuple in COLUMNS order: the app makes hundreds of thousands per broker failure at 100k
     partitions, and turns rows into columns in one step (streaming/history_log.py)."""
-    time_ms: int                 # when a collector observed it (ms since the epoch)
+    # when it happened (ms since the epoch): under KRaft the controller's append time of the record,
+    # else when a collector observed it
+    time_ms: int
     cluster: str
     kind: str                    # one of TRANSITION_KINDS
     entity: str                  # the event entity it was seen on, e.g. partition:orders:3

@@ -124,13 +124,10 @@ class MetadataImage:
             features={name: {"min_version": lo, "max_version": hi} for name, (lo, hi) in sorted(r.features.items())},
             fenced=r.fenced, in_controlled_shutdown=r.in_controlled_shutdown, incarnation_id=r.incarnation_id,
             broker_epoch=r.broker_epoch)
-        key = entity_key("broker", r.broker_id)
-        if r.broker_id in self.brokers and self.brokers[r.broker_id].incarnation_id != r.incarnation_id:
-            # a new process of the broker: the old registration is gone (history says so), this one is new
-            self.brokers.pop(r.broker_id)
-            self._send(key, "broker", None, at)
+        # a new process of the broker replaces the registration (its new incarnation says so): the
+        # broker was not gone, it restarted
         self.brokers[r.broker_id] = state
-        self._send(key, "broker", state, at)
+        self._send(entity_key("broker", r.broker_id), "broker", state, at)
 
     def _broker_change(self, r: BrokerChange, at: LogMeta) -> None:
         old = self.brokers.get(r.broker_id)

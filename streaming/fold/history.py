@@ -25,7 +25,10 @@ def transitions(prev: Any, new: Any, event: Event, first_sight: bool) -> tuple[T
 
 
 def _rows(prev: Any, new: Any, event: Event) -> list[Transition]:
-    base = {"time_ms": event.observed_ms, "cluster": event.cluster, "entity": event.entity, "position": event.position}
+    # when it happened: the controller's append time of a metadata record (a collector restarted reads
+    # what happened while it was away later), else when a collector observed it
+    when = event.log.append_ms if event.log is not None and event.log.append_ms is not None else event.observed_ms
+    base = {"time_ms": when, "cluster": event.cluster, "entity": event.entity, "position": event.position}
     if isinstance(new, PartitionState) or isinstance(prev, PartitionState):
         return _partition(prev, new, base, saw_every_version(event))
     if isinstance(new, ControllerState):

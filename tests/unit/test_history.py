@@ -26,6 +26,7 @@ from kmon.history import (CONTROLLER_CHANGES, COUNTED, ELR_LEADER_ELECTIONS, ISR
                           order_key)
 from streaming.fold.arrow import from_ipc, table, to_ipc
 from streaming.fold.entity_step import fold
+from streaming.fold.history import transitions
 from streaming.fold.records import Applied, EntityRecord, apply_event, record_from_json
 from streaming.history_log import HistoryLog, files, read
 
@@ -484,3 +485,12 @@ def test_kmon_history_loads_neither_the_spark_app_nor_py4j() -> None:
                              "if m in sys.modules))"], capture_output=True, text=True, timeout=60)
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.strip() == "[]"
+
+
+def test_a_kraft_row_is_timed_by_the_controllers_append_not_by_when_a_collector_read_it() -> None:
+    # a collector restarted reads a minute later what happened while it was away
+    old, new = PartitionState("t", 0, 1, 0, (1, 2), 1), PartitionState("t", 0, 1, 0, (1,), 1)
+    event = Event(cluster="c1", source="kraft", kind="partition", entity="partition:t:0", op="upsert",
+                  observed_ms=T0 + 60_000, data=new, log=LogMeta(offset=42, epoch=3, append_ms=T0))
+    (row,) = transitions(old, new, event, first_sight=False)
+    assert (row.kind, row.time_ms, row.position) == ("isr_shrink", T0, 42)
