@@ -309,9 +309,12 @@ class KraftCollector:
         self._caught_up = True
 
     def _send(self, events: list[Event]) -> None:
+        kinds: dict[str, int] = {}
         for event in events:
             self._publisher.publish(event)
-            self._telemetry.metric("kmon_collector_events_total", source=SOURCE, kind=event.kind).inc()
+            kinds[event.kind] = kinds.get(event.kind, 0) + 1
+        for kind, n in kinds.items():   # once per kind and fetch: a labelled lookup per event cost a tenth
+            self._telemetry.metric("kmon_collector_events_total", source=SOURCE, kind=kind).inc(n)
         if events:
             self._last_event.set(time.time())
 
