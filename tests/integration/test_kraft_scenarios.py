@@ -150,6 +150,80 @@ def test_k5_a_controlled_shutdown_is_told_then_the_broker_is_fenced(mon: LocalSt
     assert True in told, "the controlled shutdown was not an event"
 
 
+def test_k5b_a_leader_killed_moves_leaders_and_a_preferred_election_restores_them(mon: LocalStack) -> None:
+    from confluent_kafka import ElectionType
+    from confluent_kafka.admin import AdminClient
+    topic = "k5b-balance"
+    create_topic(mon, topic, partitions=6, rf=3)
+    eventually(lambda: v(mon, "kmon_partitions", topic=topic) == 6, 60, "topic exported")
+    assert mon.state
+    admin = AdminClient({"bootstrap.servers": mon.state.bootstrap_servers})
+
+    def balanced_by_election() -> bool:
+        try:
+            admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=60)
+        except Exception as e:  # partitions already led by their preferred replica are reported as errors
+            if "ELECTION_NOT_NEEDED" not in str(e):
+                raise
+        return v(mon, "kmon_preferred_replica_imbalance") == 0
+
+    eventually(balanced_by_election, 120, "balanced at start", interval=3)
+    victim = next(n for n in (1, 2, 3) if n != quorum(mon).leader_id)
+    led = v(mon, "kmon_broker_leader_partitions", broker=str(victim))
+    elections = total(mon, "kmon_leader_elections_total")
+    assert led and led > 0
+    mon.kill(node_of(mon, victim))
+    eventually(lambda: v(mon, "kmon_broker_leader_partitions", broker=str(victim)) == 0, 60, "leaders moved away")
+    mon.start(node_of(mon, victim))
+    eventually(lambda: (v(mon, "kmon_broker_leader_imbalance_ratio", broker=str(victim)) or 0) == 1.0, 60,
+               "the restarted broker leads none of its preferred partitions")
+    eventually(lambda: total(mon, "kmon_under_replicated_partitions") == 0, 90, "back in every ISR")
+    eventually(balanced_by_election, 120, "a preferred election restores balance", interval=3)
+    assert v(mon, "kmon_broker_leader_partitions", broker=str(victim)) == led
+    assert total(mon, "kmon_leader_elections_total") >= elections + 2 * led   # away, and back
+
+
+def test_k5c_a_hung_broker_is_fenced_after_its_session_and_unfenced_when_it_resumes(mon: LocalStack) -> None:
+    eventually(lambda: v(mon, "kmon_brokers") == 3, 120, "all brokers back")
+    victim = next(n for n in (1, 2, 3) if n != quorum(mon).leader_id)
+    mon.send_signal(node_of(mon, victim), signal.SIGSTOP)
+    try:
+        eventually(lambda: v(mon, "kmon_broker_fenced", broker=str(victim)) == 1, 60, "fenced past its session")
+    finally:
+        mon.send_signal(node_of(mon, victim), signal.SIGCONT)
+    eventually(lambda: v(mon, "kmon_broker_fenced", broker=str(victim)) == 0, 60, "unfenced when it resumes")
+
+
+def test_k5d_the_stream_app_killed_comes_back_with_no_counter_lower(mon: LocalStack) -> None:
+    eventually(lambda: v(mon, "kmon_brokers") == 3, 120, "all brokers back")
+    counters = ("kmon_isr_shrinks_total", "kmon_isr_expands_total", "kmon_leader_elections_total",
+                "kmon_controller_changes_total")
+    before = {name: total(mon, name) for name in counters}
+    mon.kill("stream")
+    mon.start("stream")
+    eventually(lambda: v(mon, "kmon_brokers") == 3, 120, "views back")
+    after = {name: total(mon, name) for name in counters}
+    assert all(after[name] >= before[name] for name in counters), (before, after)
+
+
+def test_k5e_repeated_controller_kills_fire_controller_flapping(mon: LocalStack) -> None:
+    for _ in range(3):
+        eventually(lambda: agrees(mon) and v(mon, "kmon_brokers") == 3, 90, "the quorum whole and exported")
+        leader = quorum(mon).leader_id
+        mon.kill(node_of(mon, leader))
+        eventually(lambda: v(mon, "kmon_controller_id") not in (None, -1, leader), 30, "a new leader exported")
+        mon.start(node_of(mon, leader))
+    assert mon.state
+    eventually(lambda: "ControllerFlapping" in {a["labels"]["alertname"] for a in _alerts(mon) if a["state"] == "firing"},
+               120, "ControllerFlapping firing")
+
+
+def _alerts(stack: LocalStack) -> list[dict]:
+    import json
+    import urllib.request
+    with urllib.request.urlopen(f"{stack.state.url('prometheus')}/api/v1/alerts", timeout=10) as r:  # type: ignore[union-attr]
+        return json.load(r)["data"]["alerts"]
+
 def log_start(stack: LocalStack) -> int:
     """Where the leader's metadata log starts now (its newest snapshot's end when it was cleaned)."""
     q = quorum(stack)
