@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ClusterMetadata
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
@@ -821,23 +821,25 @@ def kraft_cluster_id() -> str:
     return cluster_id
 
 
-def serves_metadata(port: int, broker_id: int, client: dict[str, str] | None = None) -> bool:
-    """The broker on ``port`` answers a metadata request that lists itself and a controller."""
+def _metadata(port: int, client: dict[str, str] | None = None) -> ClusterMetadata | None:
+    """The broker on ``port``'s answer to a metadata request, None while it gives none."""
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "log_level": 0, **(client or {})})
     try:
-        md = admin.list_topics(timeout=2)
+        return admin.list_topics(timeout=2)
     except KafkaException:
-        return False
-    return broker_id in md.brokers and md.controller_id >= 0
+        return None
+
+
+def serves_metadata(port: int, broker_id: int, client: dict[str, str] | None = None) -> bool:
+    """The broker on ``port`` answers a metadata request that lists itself and a controller."""
+    md = _metadata(port, client)
+    return md is not None and broker_id in md.brokers and md.controller_id >= 0
 
 
 def metadata_brokers(port: int) -> set[int]:
     """The brokers the broker on ``port`` lists in its metadata (under KRaft: registered and unfenced)."""
-    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "log_level": 0})
-    try:
-        return set(admin.list_topics(timeout=2).brokers)
-    except KafkaException:
-        return set()
+    md = _metadata(port)
+    return set(md.brokers) if md is not None else set()
 
 
 def answers_api_versions(port: int) -> bool:

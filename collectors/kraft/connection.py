@@ -72,6 +72,7 @@ class Connection:
     """Requests one at a time to one controller; ``close`` it when done (or use ``with``)."""
 
     def __init__(self, host: str, port: int, security: ClientSecurity, timeout_s: float, client_version: str) -> None:
+        self.host, self.port = host, port
         self.address = f"{host}:{port}"
         self._correlation = 0
         self._sock: socket.socket | None = None

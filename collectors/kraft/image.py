@@ -16,12 +16,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.kraft.records import (NO_LEADER_CHANGE, TOPIC_RESOURCE, AbortTransaction, BeginTransaction, BrokerChange, ClearElr,
-                                      Config, EndTransaction, FeatureLevel, MetadataRecord, Partition,
-                                      PartitionChange, RegisterBroker, RemoveTopic, Topic, Unknown,
+from collectors.kraft.records import (NO_LEADER_CHANGE, TOPIC_RESOURCE, AbortTransaction, BeginTransaction,
+                                      BrokerChange, ClearElr, Config, EndTransaction, FeatureLevel, MetadataRecord,
+                                      Partition, PartitionChange, RegisterBroker, RemoveTopic, Topic, Unknown,
                                       UnregisterBroker)
-from kmon.events import (KINDS, BrokerState, ControllerState, Endpoint, Event, LogMeta, PartitionState,
-                         SnapshotMarker, TopicState, entity_key)
+from kmon.events import (KINDS, BrokerState, ControllerState, Endpoint, Event, LogMeta, PartitionState, SnapshotMarker,
+                         TopicState, entity_key)
 
 SOURCE = "kraft"
 # Kafka's SecurityProtocol ids, as RegisterBrokerRecord writes them

@@ -20,17 +20,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from collectors.kraft import wire
-from collectors.kraft.collector import quorum_replica
 from collectors.kraft.connection import ClientSecurity, Connection, ControllerError
-from collectors.runner import EventSink
+from collectors.kraft.image import SOURCE
+from collectors.kraft.quorum import quorum_state
+from collectors.runner import EventSink, publish_all
 from collectors.telemetry import Telemetry
 from kmon import __version__
-from kmon.events import (BrokerState, ControllerState, Event, PartitionState, QuorumState, SnapshotMarker,
-                         TopicState, entity_key)
+from kmon.events import BrokerState, ControllerState, Event, PartitionState, SnapshotMarker, TopicState, entity_key
 from kmon.reachability import MONITORED_BOOTSTRAP, Reachability
 
 log = logging.getLogger("kmon.collector.kraft")
-SOURCE = "kraft"
 MISSED_ELECTIONS = "leader_election"
 MISSED_CONTROLLER_CHANGES = "controller_change"
 
@@ -54,10 +53,7 @@ def sample_states(metadata: wire.ClusterMetadata, quorum: wire.QuorumInfo | None
     states: dict[str, tuple[str, Any]] = {}
     if quorum is not None and not quorum.error:
         states["controller"] = ("controller", ControllerState(quorum.leader_id, quorum.epoch))
-        states["quorum"] = ("quorum", QuorumState(
-            leader_id=quorum.leader_id, epoch=quorum.epoch, high_watermark=quorum.high_watermark,
-            voters=tuple(quorum_replica(r, quorum.high_watermark, now_ms) for r in quorum.voters),
-            observers=tuple(quorum_replica(r, quorum.high_watermark, now_ms) for r in quorum.observers)))
+        states["quorum"] = ("quorum", quorum_state(quorum, now_ms))
     for broker_id, (host, port, rack) in sorted(metadata.brokers.items()):
         states[entity_key("broker", broker_id)] = ("broker", BrokerState(broker_id, host, port, rack))
     for topic in metadata.topics:
@@ -209,8 +205,4 @@ class SampledCollector:
                 self._telemetry.metric("kmon_collector_sampled_missed_total", source=SOURCE, kind=kind).inc(n)
                 log.info("the epochs moved %d %s step(s) further than the samples show (counted, not invented)",
                          n, kind.replace("_", " "))
-        for event in events:
-            self._publisher.publish(event)
-            self._telemetry.metric("kmon_collector_events_total", source=SOURCE, kind=event.kind).inc()
-        if events:
-            self._telemetry.metric("kmon_collector_last_event_timestamp_seconds", source=SOURCE).set(time.time())
+        publish_all(self._publisher, self._telemetry, SOURCE, events)

@@ -27,7 +27,7 @@ from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 from kazoo.retry import KazooRetry
 
 from collectors.client_logs import KazooLog, kazoo_login
-from collectors.runner import EventSink
+from collectors.runner import EventSink, publish_all
 from collectors.telemetry import Telemetry
 from collectors.zk.tree import SOURCE, Read, Round, ZkTree
 from collectors.zk.znodes import ZkPaths
@@ -79,7 +79,6 @@ class ZkCollector:
         self._reads = telemetry.metric("kmon_collector_zk_reads_total")
         self._read_count = 0   # the same, for the snapshot log line
         self._resyncs = telemetry.metric("kmon_collector_resyncs_total", source=SOURCE)
-        self._last_event = telemetry.metric("kmon_collector_last_event_timestamp_seconds", source=SOURCE)
         telemetry.metric("kmon_collector_watches").set_function(lambda: len(self._watched))
 
     def start(self) -> None:
@@ -249,11 +248,7 @@ class ZkCollector:
         rnd.malformed.clear()
 
     def _emit(self, events: list[Event]) -> None:
-        for event in events:
-            self._publisher.publish(event)
-            self._telemetry.metric("kmon_collector_events_total", source=SOURCE, kind=event.kind).inc()
-        if events:
-            self._last_event.set(time.time())
+        publish_all(self._publisher, self._telemetry, SOURCE, events)
 
 
 def _now_ms() -> int:
