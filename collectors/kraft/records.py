@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable, Iterator, NamedTuple
 
-from collectors.kraft.wire import Reader, WireError
+from collectors.kraft.wire import Reader, WireError, uuid_text
 
 CONTROL_LEADER_CHANGE = 2
 
@@ -41,49 +41,49 @@ _COMPRESSION = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 def batches(data: bytes) -> Iterator[Batch]:
     """The whole batches in ``data`` (a fetch may end in a partial one, left for the next fetch)."""
-    view = memoryview(data)
     pos = 0
     while pos + 12 <= len(data):
         length = struct.unpack_from(">i", data, pos + 8)[0]
         end = pos + 12 + length
         if length < _BATCH_HEAD.size - 12 or end > len(data):
             return   # partial (or a size no batch has: the next fetch starts at its offset again)
-        yield _batch(view, pos, end)
+        yield _batch(data, pos, end)
         pos = end
 
 
-def _batch(view: memoryview, pos: int, end: int) -> Batch:
+def _batch(data: bytes, pos: int, end: int) -> Batch:
     (base, _, epoch, magic, _crc, attributes, last_delta, _base_ts, max_ts, _pid, _pepoch, _seq,
-     count) = _BATCH_HEAD.unpack_from(view, pos)
+     count) = _BATCH_HEAD.unpack_from(data, pos)
     control = bool(attributes & 0x20)
     try:
-        values = _records(view[pos + _BATCH_HEAD.size:end], base, magic, attributes & 7, count)
+        values = _records(_body(data, pos + _BATCH_HEAD.size, end, magic, attributes & 7), base, count)
     except (MalformedRecord, WireError, zlib.error) as e:
         return Batch(base, base + last_delta, epoch, max_ts, control, (), f"batch at offset {base}: {e}")
     return Batch(base, base + last_delta, epoch, max_ts, control, values)
 
 
-def _records(body: bytes | memoryview, base: int, magic: int, codec: int,
-             count: int) -> tuple[tuple[int, bytes | None, bytes | None], ...]:
+def _body(data: bytes, start: int, end: int, magic: int, codec: int) -> Reader:
+    """A reader of the batch's records, uncompressed."""
     if magic != 2:
         raise MalformedRecord(f"magic {magic}, not 2")
     if codec == 1:
-        body = zlib.decompress(bytes(body), 31)   # gzip
-    elif codec:
+        return Reader(zlib.decompress(data[start:end], 31))   # gzip
+    if codec:
         raise MalformedRecord(f"{_COMPRESSION.get(codec, codec)} compression, which kmon does not read (Kafka "
                               "writes the metadata log uncompressed unless told otherwise)")
-    r = Reader(body)
+    return Reader(data, start, end)
+
+
+def _records(r: Reader, base: int, count: int) -> tuple[tuple[int, bytes | None, bytes | None], ...]:
     values = []
     for _ in range(count):
         length = r.varint()
         stop = r.pos + length
-        r.int8()                        # attributes
+        r.skip(1)                       # attributes
         r.varint()                      # timestamp delta
         offset = base + r.varint()
-        klen = r.varint()
-        key = r.raw(klen) if klen >= 0 else None
-        vlen = r.varint()
-        value = r.raw(vlen) if vlen >= 0 else None
+        key = r.varbytes()
+        value = r.varbytes()
         if stop > r.end or stop < r.pos:
             raise MalformedRecord(f"a record of {length} bytes at offset {offset} runs past its batch")
         r.pos = stop                    # headers: none in the metadata log
@@ -221,28 +221,13 @@ MetadataRecord = (RegisterBroker | UnregisterBroker | BrokerChange | Topic | Rem
                   | Unknown | None)
 
 
-def _ids(r: Reader) -> tuple[int, ...]:
-    return _nullable_ids(r) or ()
+_PARTITION_HEAD = struct.Struct(">i16s")        # partition id, topic id
+_LEADER_AND_EPOCHS = struct.Struct(">iii")      # leader, leader epoch, partition epoch
 
 
-def _nullable_ids(r: Reader) -> tuple[int, ...] | None:
-    """A compact array of int32 (broker ids), in one unpack: read item by item, the arrays were a
-    fifth of a PartitionRecord's decode (bench/README.md, the KRaft collector)."""
-    n = r.uvarint() - 1
-    if n < 0:
-        return None
-    start, end = r.pos, r.pos + 4 * n
-    if end > r.end:
-        raise WireError(f"an array of {n} int32s at {start}, {r.end - start} bytes left")
-    r.pos = end
-    return struct.unpack_from(f">{n}i", r.data, start)
-
-
-def _skip_uuids(r: Reader) -> None:
-    """A compact array of uuids kmon does not read (a PartitionRecord's directories), skipped whole."""
-    n = r.uvarint() - 1
-    if n > 0:
-        r.raw(16 * n)
+def _partition_head(r: Reader) -> tuple[int, str]:
+    partition, topic_id = r.unpack(_PARTITION_HEAD)
+    return partition, uuid_text(topic_id)
 
 
 def _register_broker(r: Reader, v: int) -> RegisterBroker:
@@ -285,22 +270,29 @@ def _fence(fenced: bool) -> Callable[[Reader, int], BrokerChange]:
     return read
 
 
+_PARTITION_TAGS: dict[int, Callable[[Reader], object]] = {0: Reader.int8, 1: Reader.int32s, 2: Reader.int32s}
+
+
 def _partition(r: Reader, v: int) -> Partition:
-    partition, topic_id = r.int32(), r.uuid()
-    replicas, isr, removing, adding = _ids(r), _ids(r), _ids(r), _ids(r)
-    leader, leader_epoch, partition_epoch = r.int32(), r.int32(), r.int32()
+    partition, topic_id = _partition_head(r)
+    replicas, isr, removing, adding = r.int32s() or (), r.int32s() or (), r.int32s() or (), r.int32s() or ()
+    leader, leader_epoch, partition_epoch = r.unpack(_LEADER_AND_EPOCHS)
     if v >= 1:
-        _skip_uuids(r)    # directories
-    tags = r.tagged({0: Reader.int8, 1: _nullable_ids, 2: _nullable_ids})
+        r.skip(16 * max(r.uvarint() - 1, 0))    # directories, which kmon does not read
+    tags = r.tagged(_PARTITION_TAGS)
     elr, last_known = tags.get(1), tags.get(2)
     return Partition(topic_id, partition, replicas, isr, removing, adding, leader, leader_epoch, partition_epoch,
                      int(tags.get(0, 0)), elr if v >= 2 else None, last_known if v >= 2 else None)  # type: ignore
 
 
+_PARTITION_CHANGE_TAGS: dict[int, Callable[[Reader], object]] = {
+    0: Reader.int32s, 1: Reader.int32, 2: Reader.int32s, 3: Reader.int32s, 4: Reader.int32s, 5: Reader.int8,
+    6: Reader.int32s, 7: Reader.int32s}
+
+
 def _partition_change(r: Reader, v: int) -> PartitionChange:
-    partition, topic_id = r.int32(), r.uuid()
-    t = r.tagged({0: _nullable_ids, 1: Reader.int32, 2: _nullable_ids, 3: _nullable_ids, 4: _nullable_ids,
-                  5: Reader.int8, 6: _nullable_ids, 7: _nullable_ids})
+    partition, topic_id = _partition_head(r)
+    t = r.tagged(_PARTITION_CHANGE_TAGS)
     recovery = t.get(5, -1)
     return PartitionChange(topic_id, partition, t.get(0), t.get(1, NO_LEADER_CHANGE), t.get(2), t.get(3),  # type: ignore
                            t.get(4), None if recovery == -1 else recovery, t.get(6), t.get(7))  # type: ignore

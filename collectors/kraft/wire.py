@@ -8,6 +8,7 @@ it is not asked for, so a newer Kafka's additions are ignored, not misread.
 """
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 from dataclasses import dataclass, field
@@ -71,6 +72,13 @@ class Reader:
         self.pos = start + n
         return start
 
+    def skip(self, n: int) -> None:
+        self._take(n)
+
+    def unpack(self, layout: struct.Struct) -> tuple:
+        """Consecutive fixed-width fields in one read: a call per field was most of a record's decode."""
+        return layout.unpack_from(self.data, self._take(layout.size))
+
     def int8(self) -> int:
         return _I8.unpack_from(self.data, self._take(1))[0]
 
@@ -91,14 +99,19 @@ class Reader:
 
     def uuid(self) -> str:
         start = self._take(16)
-        h = bytes(self.data[start:start + 16]).hex()   # uuid.UUID's own str(), a third of the time
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        return uuid_text(bytes(self.data[start:start + 16]))
 
     def uvarint(self) -> int:
         data, pos = self.data, self.pos
-        if pos < self.end and data[pos] < 0x80:   # most are one byte: lengths, counts, tags
-            self.pos = pos + 1
-            return data[pos]
+        if pos + 1 < self.end:   # most are one or two bytes: lengths, counts, tags, offset deltas
+            first = data[pos]
+            if first < 0x80:
+                self.pos = pos + 1
+                return first
+            second = data[pos + 1]
+            if second < 0x80:
+                self.pos = pos + 2
+                return (first & 0x7F) | second << 7
         value = shift = 0
         end = self.end
         while True:
@@ -122,6 +135,11 @@ class Reader:
     def raw(self, n: int) -> bytes:
         start = self._take(n)
         return bytes(self.data[start:start + n])
+
+    def varbytes(self) -> bytes | None:
+        """Bytes after their zig-zag varint length, -1 for null (a record's key and value)."""
+        n = self.varint()
+        return None if n < 0 else self.raw(n)
 
     def string(self) -> str:          # a non-flexible string: int16 length
         n = self.int16()
@@ -172,6 +190,18 @@ class Reader:
         items = self.compact_array(Reader.int32)
         return [] if items is None else items
 
+    def int32s(self) -> tuple[int, ...] | None:
+        """A compact array of int32 (broker ids), in one unpack: read item by item, the arrays were
+        a large share of a PartitionRecord's decode (bench/README.md, the KRaft collector)."""
+        n = self.uvarint() - 1
+        if n < 0:
+            return None
+        start, end = self.pos, self.pos + 4 * n
+        if end > self.end:   # before the layout: a corrupt length must not make a huge one
+            raise WireError(f"an array of {n} int32s at {start}, {self.end - start} bytes left")
+        self.pos = end
+        return _int32s(n).unpack_from(self.data, start)
+
     def tagged(self, wanted: dict[int, Callable[["Reader"], object]] | None = None) -> dict[int, object]:
         """The tagged fields that end a flexible struct; the ``wanted`` ones decoded, others skipped."""
         found: dict[int, object] = {}
@@ -184,6 +214,19 @@ class Reader:
                 found[tag] = wanted[tag](Reader(self.data, self.pos, end))
             self.pos = end
         return found
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def uuid_text(raw: bytes) -> str:
+    """A uuid's text, remembered: the same topic ids come again in every partition's records (an
+    unbounded cache would grow with every topic and broker incarnation ever seen)."""
+    h = raw.hex()   # faster than uuid.UUID's own str()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+@functools.lru_cache(maxsize=256)
+def _int32s(n: int) -> struct.Struct:
+    return struct.Struct(f">{n}i")
 
 
 @dataclass
