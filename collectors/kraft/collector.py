@@ -25,16 +25,18 @@ from collectors.kraft import wire
 from collectors.kraft.connection import ClientSecurity, Connection, ControllerError
 from collectors.kraft.image import SOURCE, MetadataImage
 from collectors.kraft.quorum import quorum_state
-from collectors.kraft.records import MalformedRecord, batches, decode, leader_change
+from collectors.kraft.records import Batch, MalformedRecord, batches, decode, leader_change
 from collectors.runner import EventSink, publish_all
 from collectors.telemetry import Telemetry
 from kmon import __version__
+from kmon.construct import constructor
 from kmon.events import ControllerState, Event, LogMeta, QuorumState
 from kmon.reachability import MONITORED_CONTROLLERS, Reachability
 
 log = logging.getLogger("kmon.collector.kraft")
 
 RETRY_S = 1.0
+_new_log_meta = constructor(LogMeta)   # once per record: without its __init__ (kmon/construct.py)
 
 
 @dataclass(frozen=True)
@@ -245,22 +247,30 @@ class KraftCollector:
                 continue
             if batch.malformed:
                 self._malformed("batch", batch.malformed)
-            for offset, key, value in batch.values:
-                if offset < self._pos.offset:
-                    continue
-                if offset >= hw:
-                    break   # not committed yet: a new leader may truncate it
-                at = LogMeta(offset, batch.epoch, batch.max_timestamp_ms)
-                if batch.control:
-                    self._control(key, value, at)
-                elif value is not None:
-                    self._record(value, at)
-                self._pos = _Position(offset + 1, batch.epoch)
+            self._apply_batch(batch, hw)
             if batch.malformed and batch.last_offset < hw:
                 self._pos = _Position(batch.last_offset + 1, batch.epoch)
         self._send(self.image.take_events())
         if self._pos.offset >= hw and not self.image.in_transaction():
             self._caught_up_at(now)
+
+    def _apply_batch(self, batch: Batch, hw: int) -> None:
+        """The batch's committed records from the position on; the position moves past them."""
+        start = next_offset = self._pos.offset
+        epoch, control = batch.epoch, batch.control
+        for offset, key, value in batch.values:
+            if offset < next_offset:
+                continue
+            if offset >= hw:
+                break   # not committed yet: a new leader may truncate it
+            at = _new_log_meta(offset, epoch, batch.max_timestamp_ms)
+            if control:
+                self._control(key, value, at)
+            elif value is not None:
+                self._record(value, at)
+            next_offset = offset + 1
+        if next_offset != start:
+            self._pos = _Position(next_offset, epoch)
 
     def _record(self, value: bytes, at: LogMeta) -> None:
         try:
@@ -269,6 +279,10 @@ class KraftCollector:
             self._malformed("record", f"metadata record at offset {at.offset}: {e}")
             return
         self.image.apply(record, at)
+        if self.image.unknown:
+            self._count_unknown(at)
+
+    def _count_unknown(self, at: LogMeta) -> None:
         for unknown in self.image.unknown:
             self._telemetry.metric("kmon_collector_malformed_total", source=SOURCE,
                                    kind=f"unknown_record_{unknown.api_key}_v{unknown.version}").inc()

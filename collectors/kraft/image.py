@@ -20,12 +20,16 @@ from collectors.kraft.records import (NO_LEADER_CHANGE, TOPIC_RESOURCE, AbortTra
                                       BrokerChange, ClearElr, Config, EndTransaction, FeatureLevel, MetadataRecord,
                                       Partition, PartitionChange, RegisterBroker, RemoveTopic, Topic, Unknown,
                                       UnregisterBroker)
+from kmon.construct import constructor, replace
 from kmon.events import (KINDS, BrokerState, ControllerState, Endpoint, Event, LogMeta, PartitionState, SnapshotMarker,
                          TopicState, entity_key)
 
 SOURCE = "kraft"
 # Kafka's SecurityProtocol ids, as RegisterBrokerRecord writes them
 PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+# a partition's state and its event are built once per record: without their __init__ (kmon/construct.py)
+_new_partition_state = constructor(PartitionState)
+_new_event = constructor(Event)
 
 
 @dataclass
@@ -35,6 +39,14 @@ class _Topic:
     replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
     adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
     removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    _partition_keys: dict[int, str] = field(default_factory=dict, repr=False)
+
+    def partition_key(self, partition: int) -> str:
+        """Its partition's entity key, made once: every record of the partition names it."""
+        key = self._partition_keys.get(partition)
+        if key is None:
+            key = self._partition_keys[partition] = entity_key("partition", self.name, partition)
+        return key
 
 
 @dataclass
@@ -160,7 +172,7 @@ class MetadataImage:
         self.configs.pop(topic.name, None)
         for p in sorted(topic.replicas):
             self.partitions.pop((topic_id, p), None)
-            self._send(entity_key("partition", topic.name, p), "partition", None, at)
+            self._send(topic.partition_key(p), "partition", None, at)
         self._send(entity_key("topic", topic.name), "topic", None, at)
 
     def _config(self, r: Config, at: LogMeta) -> None:
@@ -174,14 +186,15 @@ class MetadataImage:
 
     def _assign(self, topic: _Topic, partition: int, replicas: tuple[int, ...], adding: tuple[int, ...],
                 removing: tuple[int, ...], at: LogMeta) -> None:
-        before = (topic.replicas.get(partition), topic.adding.get(partition), topic.removing.get(partition))
+        changed = topic.replicas.get(partition) != replicas
         topic.replicas[partition] = replicas
-        for table, value in ((topic.adding, adding), (topic.removing, removing)):
+        for table, value in ((topic.adding, adding), (topic.removing, removing)):   # kept only while not empty
             if value:
+                changed = changed or table.get(partition) != value
                 table[partition] = value
-            else:
-                table.pop(partition, None)
-        if before != (replicas, adding or None, removing or None):
+            elif table.pop(partition, None) is not None:
+                changed = True
+        if changed:
             self._dirty_topics[topic.name] = at
 
     def _partition(self, r: Partition, at: LogMeta) -> None:
@@ -189,7 +202,7 @@ class MetadataImage:
         if topic is None:
             return   # of a topic already removed
         self._assign(topic, r.partition, r.replicas, r.adding, r.removing, at)
-        self._set_partition(topic, r.partition, PartitionState(
+        self._set_partition(topic, r.partition, _new_partition_state(
             topic=topic.name, partition=r.partition, leader=r.leader, leader_epoch=r.leader_epoch, isr=r.isr,
             controller_epoch=at.epoch, leader_recovery_state=r.leader_recovery_state,
             partition_epoch=r.partition_epoch, elr=r.elr or (), last_known_elr=r.last_known_elr or ()), at)
@@ -206,7 +219,7 @@ class MetadataImage:
         # as Kafka's PartitionRegistration.merge: a record that sets the leader (even the same one)
         # bumps the leader epoch; every record bumps the partition epoch
         same = r.leader == NO_LEADER_CHANGE
-        self._set_partition(topic, r.partition, dataclasses.replace(
+        self._set_partition(topic, r.partition, replace(
             old, leader=old.leader if same else r.leader, leader_epoch=old.leader_epoch + (not same),
             isr=old.isr if r.isr is None else r.isr,
             controller_epoch=at.epoch,
@@ -224,11 +237,11 @@ class MetadataImage:
             for p in sorted(topic.replicas) if topic else ():
                 old = self.partitions.get((topic_id, p))
                 if old is not None and (old.elr or old.last_known_elr):
-                    self._set_partition(topic, p, dataclasses.replace(old, elr=(), last_known_elr=()), at)
+                    self._set_partition(topic, p, replace(old, elr=(), last_known_elr=()), at)
 
     def _set_partition(self, topic: _Topic, partition: int, state: PartitionState, at: LogMeta) -> None:
         self.partitions[(topic.topic_id, partition)] = state
-        self._send(entity_key("partition", topic.name, partition), "partition", state, at)
+        self._send(topic.partition_key(partition), "partition", state, at)
 
     # ------------------------------------------------------------------ events
     def _send(self, entity: str, kind: str, state: Any, at: LogMeta) -> None:
@@ -245,9 +258,9 @@ class MetadataImage:
         self._out.append(self._event(entity, kind, state, at, None))
 
     def _event(self, entity: str, kind: str, state: Any, at: LogMeta, snapshot_id: str | None) -> Event:
-        return Event(cluster=self.cluster, source=SOURCE, kind=kind, entity=entity,
-                     op="upsert" if state is not None else "delete", observed_ms=self.now_ms, data=state, log=at,
-                     snapshot_id=snapshot_id)
+        return _new_event(cluster=self.cluster, source=SOURCE, kind=kind, entity=entity,
+                          op="upsert" if state is not None else "delete", observed_ms=self.now_ms, data=state, log=at,
+                          snapshot_id=snapshot_id)
 
     def take_events(self) -> list[Event]:
         """The events since the last call, in the log's order; each changed topic's assignment last."""
