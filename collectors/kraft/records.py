@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable, Iterator, NamedTuple
 
-from collectors.kraft.wire import Reader, WireError, uuid_text
+from collectors.kraft.wire import Reader, WireError, uuid_text, zigzag_at
 
 CONTROL_LEADER_CHANGE = 2
 
@@ -62,33 +62,47 @@ def _batch(data: bytes, pos: int, end: int) -> Batch:
     return Batch(base, base + last_delta, epoch, max_ts, control, values)
 
 
-def _body(data: bytes, start: int, end: int, magic: int, codec: int) -> Reader:
-    """A reader of the batch's records, uncompressed."""
+def _body(data: bytes, start: int, end: int, magic: int, codec: int) -> tuple[bytes, int, int]:
+    """The batch's records, uncompressed: in ``data`` from ``start`` to ``end``."""
     if magic != 2:
         raise MalformedRecord(f"magic {magic}, not 2")
     if codec == 1:
-        return Reader(zlib.decompress(data[start:end], 31))   # gzip
+        body = zlib.decompress(data[start:end], 31)   # gzip
+        return body, 0, len(body)
     if codec:
         raise MalformedRecord(f"{_COMPRESSION.get(codec, codec)} compression, which kmon does not read (Kafka "
                               "writes the metadata log uncompressed unless told otherwise)")
-    return Reader(data, start, end)
+    return data, start, end
 
 
-def _records(r: Reader, base: int, count: int) -> tuple[tuple[int, bytes | None, bytes | None], ...]:
+def _records(body: tuple[bytes, int, int], base: int,
+             count: int) -> tuple[tuple[int, bytes | None, bytes | None], ...]:
+    """Each record's offset, key and value; read without a Reader, the records' framing was a
+    large share of their decode (bench/README.md, the KRaft collector)."""
+    data, pos, end = body
     values = []
     for _ in range(count):
-        length = r.varint()
-        stop = r.pos + length
-        r.skip(1)                       # attributes
-        r.varint()                      # timestamp delta
-        offset = base + r.varint()
-        key = r.varbytes()
-        value = r.varbytes()
-        if stop > r.end or stop < r.pos:
-            raise MalformedRecord(f"a record of {length} bytes at offset {offset} runs past its batch")
-        r.pos = stop                    # headers: none in the metadata log
-        values.append((offset, key, value))
+        length, pos = zigzag_at(data, pos, end)
+        stop = pos + length
+        _, pos = zigzag_at(data, pos + 1, end)        # attributes (a byte), timestamp delta
+        delta, pos = zigzag_at(data, pos, end)
+        key, pos = _nullable_bytes_at(data, pos, end)
+        value, pos = _nullable_bytes_at(data, pos, end)
+        if stop > end or stop < pos:
+            raise MalformedRecord(f"a record of {length} bytes at offset {base + delta} runs past its batch")
+        pos = stop                                    # headers: none in the metadata log
+        values.append((base + delta, key, value))
     return tuple(values)
+
+
+def _nullable_bytes_at(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
+    """Bytes after their zig-zag varint length, -1 for null (a record's key and value)."""
+    n, pos = zigzag_at(data, pos, end)
+    if n < 0:
+        return None, pos
+    if pos + n > end:
+        raise MalformedRecord(f"{n} bytes wanted at {pos}, {end - pos} left")
+    return data[pos:pos + n], pos + n
 
 
 def leader_change(key: bytes | None, value: bytes | None) -> int | None:
@@ -371,19 +385,32 @@ DECODED: dict[int, tuple[int, Callable[[Reader, int], MetadataRecord]]] = {
 SKIPPED = frozenset({10, 11, 14, 15, 18, 19, 20, 21, 22, 26, 27})
 
 
+# the first three bytes of each record decoded (frame version 1, api key, version: one-byte varints
+# all) -> its reader and version: one lookup, where reading them took a varint each
+_FRAMES = {bytes((1, api_key, version)): (read, version)
+           for api_key, (highest, read) in DECODED.items() for version in range(highest + 1)}
+
+
 def decode(value: bytes) -> MetadataRecord:
     """One metadata record; None for a record kmon skips. Raises MalformedRecord."""
-    r = Reader(value)
+    known = _FRAMES.get(value[:3])
     try:
-        frame = r.uvarint()
-        if frame != 1:
-            raise MalformedRecord(f"frame version {frame}, not 1")
-        api_key, version = r.uvarint(), r.uvarint()
-        known = DECODED.get(api_key)
-        if known is None:
-            return None if api_key in SKIPPED else Unknown(api_key, version)
-        if version > known[0]:
-            return Unknown(api_key, version)
-        return known[1](r, version)
+        if known is not None:
+            read, version = known
+            return read(Reader(value, 3), version)
+        return _decode_framed(Reader(value))
     except WireError as e:
         raise MalformedRecord(str(e)) from None
+
+
+def _decode_framed(r: Reader) -> MetadataRecord:
+    frame = r.uvarint()
+    if frame != 1:
+        raise MalformedRecord(f"frame version {frame}, not 1")
+    api_key, version = r.uvarint(), r.uvarint()
+    known = DECODED.get(api_key)
+    if known is None:
+        return None if api_key in SKIPPED else Unknown(api_key, version)
+    if version > known[0]:
+        return Unknown(api_key, version)
+    return known[1](r, version)

@@ -12,7 +12,8 @@ import functools
 import struct
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, TypeVar
+from types import MappingProxyType
+from typing import Callable, Mapping, TypeVar
 
 T = TypeVar("T")
 
@@ -54,6 +55,7 @@ class WireError(ValueError):
 
 _I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 _U16 = struct.Struct(">H")
+_NO_TAGS: Mapping[int, object] = MappingProxyType({})
 
 
 class Reader:
@@ -103,43 +105,20 @@ class Reader:
 
     def uvarint(self) -> int:
         data, pos = self.data, self.pos
-        if pos + 1 < self.end:   # most are one or two bytes: lengths, counts, tags, offset deltas
-            first = data[pos]
-            if first < 0x80:
-                self.pos = pos + 1
-                return first
-            second = data[pos + 1]
-            if second < 0x80:
-                self.pos = pos + 2
-                return (first & 0x7F) | second << 7
-        value = shift = 0
-        end = self.end
-        while True:
-            if pos >= end:
-                raise WireError(f"varint runs past the end at {pos}")
-            b = data[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if b < 0x80:
-                self.pos = pos
-                return value
-            shift += 7
-            if shift > 63:
-                raise WireError(f"varint too long at {pos}")
+        if pos < self.end and data[pos] < 0x80:   # most: lengths, counts, tags
+            self.pos = pos + 1
+            return data[pos]
+        value, self.pos = uvarint_at(data, pos, self.end)
+        return value
 
     def varint(self) -> int:
         """A zig-zag signed varint (records' fields)."""
-        n = self.uvarint()
-        return (n >> 1) ^ -(n & 1)
+        value, self.pos = zigzag_at(self.data, self.pos, self.end)
+        return value
 
     def raw(self, n: int) -> bytes:
         start = self._take(n)
         return bytes(self.data[start:start + n])
-
-    def varbytes(self) -> bytes | None:
-        """Bytes after their zig-zag varint length, -1 for null (a record's key and value)."""
-        n = self.varint()
-        return None if n < 0 else self.raw(n)
 
     def string(self) -> str:          # a non-flexible string: int16 length
         n = self.int16()
@@ -202,18 +181,55 @@ class Reader:
         self.pos = end
         return _int32s(n).unpack_from(self.data, start)
 
-    def tagged(self, wanted: dict[int, Callable[["Reader"], object]] | None = None) -> dict[int, object]:
+    def tagged(self, wanted: dict[int, Callable[["Reader"], object]] | None = None) -> Mapping[int, object]:
         """The tagged fields that end a flexible struct; the ``wanted`` ones decoded, others skipped."""
+        count = self.uvarint()
+        if not count:
+            return _NO_TAGS   # most structs: no dict made
         found: dict[int, object] = {}
-        for _ in range(self.uvarint()):
+        outer_end = self.end
+        for _ in range(count):
             tag, size = self.uvarint(), self.uvarint()
             end = self.pos + size
-            if end > self.end:
+            if end > outer_end:
                 raise WireError(f"tagged field {tag} of {size} bytes runs past the end")
             if wanted and tag in wanted:
-                found[tag] = wanted[tag](Reader(self.data, self.pos, end))
+                self.end = end   # a field is read within its size
+                try:
+                    found[tag] = wanted[tag](self)
+                finally:
+                    self.end = outer_end
             self.pos = end
         return found
+
+
+def uvarint_at(data: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
+    """The unsigned varint at ``pos`` (that ends before ``end``), and the position after it."""
+    if pos + 1 < end:   # most are one or two bytes: lengths, counts, tags, offset deltas
+        first = data[pos]
+        if first < 0x80:
+            return first, pos + 1
+        second = data[pos + 1]
+        if second < 0x80:
+            return (first & 0x7F) | second << 7, pos + 2
+    value = shift = 0
+    while True:
+        if pos >= end:
+            raise WireError(f"varint runs past the end at {pos}")
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise WireError(f"varint too long at {pos}")
+
+
+def zigzag_at(data: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
+    """A zig-zag signed varint (a batch's records' fields) at ``pos``, and the position after it."""
+    n, pos = uvarint_at(data, pos, end)
+    return (n >> 1) ^ -(n & 1), pos
 
 
 @functools.lru_cache(maxsize=1 << 16)
