@@ -295,9 +295,17 @@ def zk_snapshot(store: FakeKazoo) -> _Encoder:
 
 # ---------------------------------------------------------------- measuring
 
+def _only_inputs_kept() -> None:
+    """The garbage of the runs before is collected (also what a collector froze: kmon/gc_tuning.py),
+    and what is left, the bench's inputs, frozen: the collectors' GC passes scan only what they allocate."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+
+
 def _timed(run: Callable[[], _Encoder]) -> tuple[float, float, _Encoder]:
     """(wall s, CPU s of this process, what was published); the garbage of the run before is gone first."""
-    gc.collect()
+    _only_inputs_kept()
     wall, cpu = time.perf_counter(), time.process_time()
     sink = run()
     return time.perf_counter() - wall, time.process_time() - cpu, sink
@@ -320,8 +328,7 @@ def run(partitions: int, repeat: int, progress: Callable[[str], None], profile: 
         "snapshot": lambda: kraft_snapshot(_SnapshotConnection(responses), snapshot),
         "zk": lambda: zk_snapshot(store),
     }
-    gc.collect()
-    gc.freeze()   # the bench's inputs: the collectors' GC passes scan only what the collectors allocate
+    _only_inputs_kept()
     try:
         if profile:
             _profile(runs["log"], progress)

@@ -30,6 +30,7 @@ from collectors.runner import EventSink, publish_all
 from collectors.telemetry import Telemetry
 from kmon import __version__
 from kmon.construct import constructor
+from kmon.gc_tuning import FrozenAfterUse
 from kmon.events import ControllerState, Event, LogMeta, QuorumState
 from kmon.reachability import MONITORED_CONTROLLERS, Reachability
 
@@ -94,6 +95,7 @@ class KraftCollector:
         self._last_fetch_ok = 0.0
         self._next_bootstrap = 0
         self._unknown_seen: set[tuple[int, int]] = set()
+        self._gc = FrozenAfterUse()   # the fold makes no cyclic garbage, and what it keeps need not be scanned
         self._resyncs = telemetry.metric("kmon_collector_resyncs_total", source=SOURCE)
         self._high_watermark = 0
         telemetry.metric("kmon_collector_metadata_offset").set_function(lambda: self._pos.offset)
@@ -239,6 +241,10 @@ class KraftCollector:
 
     # ------------------------------------------------------------------ folding and sending
     def _apply(self, result: wire.FetchResult) -> None:
+        with self._gc.paused():
+            self._fold_and_send(result)
+
+    def _fold_and_send(self, result: wire.FetchResult) -> None:
         now = _now_ms()
         self.image.now_ms = now
         hw = self._high_watermark = result.high_watermark
@@ -329,6 +335,10 @@ class KraftCollector:
     def _begin_resync(self, conn: Connection, reason: str, snapshot: wire.SnapshotId | None) -> None:
         """Forget the image, fold in the snapshot (if any) silently and send it whole between markers;
         the log after it follows as it is fetched."""
+        with self._gc.paused():
+            self._resync_from(conn, reason, snapshot)
+
+    def _resync_from(self, conn: Connection, reason: str, snapshot: wire.SnapshotId | None) -> None:
         begun = _now_ms()
         self.image.reset()
         self.image.now_ms = begun
