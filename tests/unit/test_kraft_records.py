@@ -121,6 +121,25 @@ def test_partition_v2_elr_and_last_known_elr_tags():
     assert (r.elr, r.last_known_elr) == (None, ())
 
 
+@pytest.mark.parametrize("replicas,isr", [
+    (list(range(1, 131)), list(range(1, 129))),   # 130 ids: an array length of two bytes
+    ([1, 2, 3], list(range(200))),                # only the second array is long
+])
+def test_partition_with_arrays_longer_than_a_one_byte_length(replicas, isr):
+    r = decode(b.partition(TID, 8, replicas, isr, leader=1, leader_epoch=2, partition_epoch=3, adding=[7],
+                           version=1, directories=[DIR1] * len(replicas)))
+    assert r == Partition(topic_id=TID, partition=8, replicas=tuple(replicas), isr=tuple(isr), removing=(),
+                          adding=(7,), leader=1, leader_epoch=2, partition_epoch=3, leader_recovery_state=0,
+                          elr=None, last_known_elr=None)
+
+
+def test_partition_with_null_arrays_reads_them_as_empty():
+    value = (b.framed(3, 0, b.i32(1) + b.uuid_bytes(TID) + b.compact_int32s([1]) + b.compact_int32s(None)
+                      + b.compact_int32s(None) + b.compact_int32s([]) + b.i32(1) + b.i32(0) + b.i32(0) + b.tags()))
+    r = decode(value)
+    assert (r.replicas, r.isr, r.removing, r.adding, r.leader) == ((1,), (), (), (), 1)
+
+
 def test_partition_v3_is_unknown():
     assert decode(b.partition(TID, 0, [1], [1], leader=1, version=3)) == Unknown(3, 3)
 
