@@ -11,6 +11,7 @@ which the collector counts and logs, and never stops on.
 from __future__ import annotations
 
 import functools
+import re
 import struct
 import zlib
 from dataclasses import dataclass
@@ -78,22 +79,71 @@ def _body(data: bytes, start: int, end: int, magic: int, codec: int) -> tuple[by
 
 def _records(body: tuple[bytes, int, int], base: int,
              count: int) -> tuple[tuple[int, bytes | None, bytes | None], ...]:
-    """Each record's offset, key and value; read without a Reader, the records' framing was a
-    large share of their decode (bench/README.md, the KRaft collector)."""
+    """Each record's offset, key and value."""
     data, pos, end = body
     values = []
+    unkeyed_head = _UNKEYED_HEAD.match
     for _ in range(count):
-        length, pos = zigzag_at(data, pos, end)
-        stop = pos + length
-        _, pos = zigzag_at(data, pos + 1, end)        # attributes (a byte), timestamp delta
-        delta, pos = zigzag_at(data, pos, end)
-        key, pos = _nullable_bytes_at(data, pos, end)
-        value, pos = _nullable_bytes_at(data, pos, end)
-        if stop > end or stop < pos:
-            raise MalformedRecord(f"a record of {length} bytes at offset {base + delta} runs past its batch")
-        pos = stop                                    # headers: none in the metadata log
+        head = unkeyed_head(data, pos, end)
+        delta, key, value, pos = _unkeyed_record(head, end) if head else _record_at(data, pos, end)
         values.append((base + delta, key, value))
     return tuple(values)
+
+
+# The head of a record without a key, as the metadata log writes all but its control records: length,
+# attributes (a byte), timestamp delta, offset delta, key length -1 (null), value length; each varint
+# is up to ten bytes, the last without the high bit. One match instead of a call per varint, which
+# made the framing a large share of a record's decode (bench/README.md, the KRaft collector).
+_UNKEYED_HEAD = re.compile(rb"""
+    ([\x80-\xff]{0,9}[\x00-\x7f])    # length
+    .                                # attributes
+    [\x80-\xff]{0,9}[\x00-\x7f]      # timestamp delta
+    ([\x80-\xff]{0,9}[\x00-\x7f])    # offset delta
+    \x01                             # key length: -1
+    ([\x80-\xff]{0,9}[\x00-\x7f])    # value length
+""", re.DOTALL | re.VERBOSE)
+
+
+class _Varints(dict[bytes, int]):
+    """A zig-zag varint's bytes -> its value; the one- and two-byte ones (lengths and offset deltas,
+    mostly) remembered."""
+
+    def __missing__(self, raw: bytes) -> int:
+        value = zigzag_at(raw, 0, len(raw))[0]
+        if len(raw) <= 2:
+            self[raw] = value
+        return value
+
+
+_VARINTS = _Varints()
+
+
+def _unkeyed_record(head: re.Match[bytes], end: int) -> tuple[int, None, bytes | None, int]:
+    """(offset delta, no key, value, where the next record starts) of a record _UNKEYED_HEAD matched."""
+    raw_length, raw_delta, raw_size = head.groups()
+    length, delta, size = _VARINTS[raw_length], _VARINTS[raw_delta], _VARINTS[raw_size]
+    stop, value_at = head.end(1) + length, head.end()
+    value_end = value_at + max(size, 0)
+    if value_end > stop or stop > end:
+        raise _past_its_batch(length, delta)
+    return delta, None, head.string[value_at:value_end] if size >= 0 else None, stop
+
+
+def _record_at(data: bytes, pos: int, end: int) -> tuple[int, bytes | None, bytes | None, int]:
+    """(offset delta, key, value, where the next record starts) of any record, field by field."""
+    length, pos = zigzag_at(data, pos, end)
+    stop = pos + length
+    _, pos = zigzag_at(data, pos + 1, end)        # attributes (a byte), timestamp delta
+    delta, pos = zigzag_at(data, pos, end)
+    key, pos = _nullable_bytes_at(data, pos, end)
+    value, pos = _nullable_bytes_at(data, pos, end)
+    if stop > end or stop < pos:
+        raise _past_its_batch(length, delta)
+    return delta, key, value, stop                # headers: none in the metadata log
+
+
+def _past_its_batch(length: int, delta: int) -> MalformedRecord:
+    return MalformedRecord(f"a record of {length} bytes (offset delta {delta}) runs past its batch")
 
 
 def _nullable_bytes_at(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
