@@ -11,7 +11,9 @@ import contextlib
 import logging
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Callable, Iterator, Protocol, Sequence
 
 from collectors.publisher import Publisher, PublisherConfig
@@ -21,6 +23,7 @@ from kmon.reachability import Reachability
 
 log = logging.getLogger("kmon.collector")
 PLACEMENT_CHECK_S = 2.0   # how often to ask for the two cluster ids until both are known
+_KIND = attrgetter("kind")
 
 
 class EventSink(Protocol):
@@ -43,11 +46,9 @@ class Collector(Protocol):
 def publish_all(sink: EventSink, telemetry: Telemetry, source: str, events: Sequence[Event]) -> None:
     """Publish a collector's events in order and count them (kmon_collector_events_total once per
     kind and call: a labelled lookup per event cost a tenth of a large snapshot)."""
-    kinds: dict[str, int] = {}
     for event in events:
         sink.publish(event)
-        kinds[event.kind] = kinds.get(event.kind, 0) + 1
-    for kind, n in kinds.items():
+    for kind, n in Counter(map(_KIND, events)).items():   # counted by C code, not a dict update per event
         telemetry.metric("kmon_collector_events_total", source=source, kind=kind).inc(n)
     if events:
         telemetry.metric("kmon_collector_last_event_timestamp_seconds", source=source).set(time.time())

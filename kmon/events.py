@@ -240,12 +240,17 @@ STATE_TYPES: dict[str, type] = {
 KINDS = tuple(STATE_TYPES)
 
 
+_KEY_PREFIXES = {kind: "snapshot" if kind in MARKER_KINDS else kind for kind in STATE_TYPES}
+
+
 def entity_key(kind: str, *parts: object) -> str:
     """``controller``, ``broker:1``, ``partition:orders:3``, ``snapshot:zk`` ..."""
-    if kind not in STATE_TYPES:
+    key = _KEY_PREFIXES.get(kind)
+    if key is None:
         raise ValueError(f"unknown event kind {kind!r}")
-    prefix = "snapshot" if kind in MARKER_KINDS else kind
-    return ":".join([prefix, *map(str, parts)])
+    for part in parts:   # faster than str.join of a list for the one or two parts a key has
+        key = f"{key}:{part!s}"
+    return key
 
 
 # ---------------------------------------------------------------- the envelope

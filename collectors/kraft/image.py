@@ -198,14 +198,16 @@ class MetadataImage:
             self._dirty_topics[topic.name] = at
 
     def _partition(self, r: Partition, at: LogMeta) -> None:
-        topic = self.topics.get(r.topic_id)
+        (topic_id, partition, replicas, isr, removing, adding, leader, leader_epoch, partition_epoch,
+         leader_recovery_state, elr, last_known_elr) = r   # at once: a field's attribute is a call
+        topic = self.topics.get(topic_id)
         if topic is None:
             return   # of a topic already removed
-        self._assign(topic, r.partition, r.replicas, r.adding, r.removing, at)
-        self._set_partition(topic, r.partition, _new_partition_state(
-            topic=topic.name, partition=r.partition, leader=r.leader, leader_epoch=r.leader_epoch, isr=r.isr,
-            controller_epoch=at.epoch, leader_recovery_state=r.leader_recovery_state,
-            partition_epoch=r.partition_epoch, elr=r.elr or (), last_known_elr=r.last_known_elr or ()), at)
+        self._assign(topic, partition, replicas, adding, removing, at)
+        self._set_partition(topic, partition, _new_partition_state(
+            topic=topic.name, partition=partition, leader=leader, leader_epoch=leader_epoch, isr=isr,
+            controller_epoch=at.epoch, leader_recovery_state=leader_recovery_state,
+            partition_epoch=partition_epoch, elr=elr or (), last_known_elr=last_known_elr or ()), at)
 
     def _partition_change(self, r: PartitionChange, at: LogMeta) -> None:
         topic = self.topics.get(r.topic_id)

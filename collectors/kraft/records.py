@@ -373,10 +373,11 @@ def _partition_fields_at_once(r: Reader) -> _PartitionFields | None:
         size = length - 1 if length else 0        # 0: null
         sizes.append(size)
         at += 1 + 4 * size
-    layout = _partition_layout(*sizes)
-    if r.pos + layout.size > r.end:
+    layout, start = _partition_layout(*sizes), r.pos
+    if start + layout.size > end:
         return None                               # truncated: the field-by-field read says where
-    fields = r.unpack(layout)
+    r.pos = start + layout.size
+    fields = layout.unpack_from(data, start)
     isr_at = 2 + sizes[0]
     removing_at = isr_at + sizes[1]
     adding_at = removing_at + sizes[2]
