@@ -188,12 +188,8 @@ class MetadataImage:
                 removing: tuple[int, ...], at: LogMeta) -> None:
         changed = topic.replicas.get(partition) != replicas
         topic.replicas[partition] = replicas
-        for table, value in ((topic.adding, adding), (topic.removing, removing)):   # kept only while not empty
-            if value:
-                changed = changed or table.get(partition) != value
-                table[partition] = value
-            elif table.pop(partition, None) is not None:
-                changed = True
+        if adding or removing or partition in topic.adding or partition in topic.removing:   # a reassignment
+            changed = _keep(topic.adding, partition, adding) | _keep(topic.removing, partition, removing) | changed
         if changed:
             self._dirty_topics[topic.name] = at
 
@@ -326,6 +322,15 @@ class MetadataImage:
         end = SnapshotMarker(snapshot_id, reason, entities, begun_ms)
         return dataclasses.replace(self._event(entity_key("snapshot_end", SOURCE), "snapshot_end", end, at,
                                                snapshot_id), op="marker")
+
+
+def _keep(table: dict[int, tuple[int, ...]], partition: int, replicas: tuple[int, ...]) -> bool:
+    """The partition's replicas in ``table``, kept only while not empty; whether that changed it."""
+    if replicas:
+        changed = table.get(partition) != replicas
+        table[partition] = replicas
+        return changed
+    return table.pop(partition, None) is not None
 
 
 def _order(entity: str) -> tuple[int, str]:
