@@ -30,8 +30,8 @@ from collectors.runner import EventSink, publish_all
 from collectors.telemetry import Telemetry
 from kmon import __version__
 from kmon.construct import constructor
-from kmon.gc_tuning import FrozenAfterUse
 from kmon.events import ControllerState, Event, LogMeta, QuorumState
+from kmon.gc_tuning import FrozenAfterUse
 from kmon.reachability import MONITORED_CONTROLLERS, Reachability
 
 log = logging.getLogger("kmon.collector.kraft")
