@@ -43,6 +43,9 @@ def main() -> int:
     k.add_argument("--partitions", default="10000,100000")
     k.add_argument("--repeat", type=int, default=5, help="runs of each measurement per size (the median is given)")
     k.add_argument("--profile", action="store_true", help="also print a cProfile of one log run per size")
+    k.add_argument("--measure", default=",".join(kraft.MEASURES),
+                   help="which runs, comma-separated (zk takes most of a round and does not change with the KRaft "
+                        "collector)")
     g = sub.add_parser("groups", help="the consumer-group collector beside kafka-consumer-groups")
     g.add_argument("--groups", default="1000,10000")
     f = sub.add_parser("failover", help="broker deaths -> views -> alerts, events on their own cluster beside "
@@ -88,7 +91,10 @@ def main() -> int:
     elif args.what == "zk":
         rows = zk.run([int(n) for n in args.partitions.split(",")], args.samples, log)
     elif args.what == "kraft":
-        rows = [kraft.run(int(n), args.repeat, log, args.profile) for n in args.partitions.split(",")]
+        measures = [m for m in args.measure.split(",") if m]
+        if unknown := sorted(set(measures) - set(kraft.MEASURES)):
+            p.error(f"--measure: unknown {unknown}; known: {', '.join(kraft.MEASURES)}")
+        rows = [kraft.run(int(n), args.repeat, log, args.profile, measures) for n in args.partitions.split(",")]
     elif args.what == "peers":
         chosen = [f for f in args.faults.split(",") if f]
         unknown = [f for f in chosen if f not in FAULTS]

@@ -37,7 +37,7 @@ import statistics
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import ZnodeStat
@@ -311,7 +311,11 @@ def _timed(run: Callable[[], _Encoder]) -> tuple[float, float, _Encoder]:
     return time.perf_counter() - wall, time.process_time() - cpu, sink
 
 
-def run(partitions: int, repeat: int, progress: Callable[[str], None], profile: bool = False) -> dict:
+MEASURES = ("log", "log_unpublished", "snapshot", "zk")
+
+
+def run(partitions: int, repeat: int, progress: Callable[[str], None], profile: bool = False,
+        measures: Sequence[str] = MEASURES) -> dict:
     shape = Shape(partitions=partitions, cluster=CLUSTER)
     progress(f"{partitions} partitions: encoding the metadata log and writing the znodes (not timed)")
     log = metadata_log(shape)
@@ -319,19 +323,19 @@ def run(partitions: int, repeat: int, progress: Callable[[str], None], profile: 
     chunks = fetches(log, max_bytes)
     snapshot = wire.SnapshotId(log.end_offset, EPOCH)
     responses = snapshot_responses(log.data, snapshot, max_bytes)
-    store = FakeKazoo(shape, ZkPaths(""))
+    store = FakeKazoo(shape, ZkPaths("")) if "zk" in measures else None
     progress(f"  {log.records} records in {log.batches} batches ({len(log.data) / 1e6:.1f} MB, {len(chunks)} "
-             f"fetches); {len(store.data)} znodes")
-    runs: dict[str, Callable[[], _Encoder]] = {
+             f"fetches); {len(store.data) if store else 'no'} znodes")
+    runs: dict[str, Callable[[], _Encoder]] = {name: measure for name, measure in {
         "log": lambda: kraft_log(log, chunks, _Encoder()),
         "log_unpublished": lambda: kraft_log(log, chunks, _Counter()),
         "snapshot": lambda: kraft_snapshot(_SnapshotConnection(responses), snapshot),
-        "zk": lambda: zk_snapshot(store),
-    }
+        "zk": lambda: zk_snapshot(store),  # type: ignore[arg-type]
+    }.items() if name in measures}
     _only_inputs_kept()
     try:
         if profile:
-            _profile(runs["log"], progress)
+            _profile(lambda: kraft_log(log, chunks, _Encoder()), progress)
         samples: dict[str, list[tuple[float, float, _Encoder]]] = {name: [] for name in runs}
         for i in range(repeat):   # interleaved, so that the machine's noise falls on all alike
             for name, measure in runs.items():
@@ -343,15 +347,28 @@ def run(partitions: int, repeat: int, progress: Callable[[str], None], profile: 
     wall = {k: statistics.median(s[0] for s in v) for k, v in samples.items()}
     cpu = {k: statistics.median(s[1] for s in v) for k, v in samples.items()}
     out = {k: v[-1][2] for k, v in samples.items()}
-    progress(f"  medians, wall s: {wall}; CPU s: {cpu}; {out['snapshot'].bytes / 1e6:.1f} MB of events in the "
-             f"snapshot, {out['zk'].bytes / 1e6:.1f} MB in ZooKeeper's")
-    return {"partitions": partitions, "records": log.records, "log_mb": round(len(log.data) / 1e6, 1),
-            "log_events": out["log"].events, "log_cpu_s": cpu["log"],
-            "records_per_s": log.records / cpu["log"], "events_per_s": out["log"].events / cpu["log"],
-            "unpublished_records_per_s": log.records / cpu["log_unpublished"],
-            "snapshot_events": out["snapshot"].events, "snapshot_cpu_s": cpu["snapshot"],
-            "snapshot_wall_s": wall["snapshot"], "zk_events": out["zk"].events, "zk_cpu_s": cpu["zk"],
-            "zk_over_kraft": cpu["zk"] / cpu["snapshot"]}
+    progress(f"  medians, wall s: {wall}; CPU s: {cpu}; MB of events: "
+             + ", ".join(f"{k} {sink.bytes / 1e6:.1f}" for k, sink in out.items() if sink.bytes))
+    return _row(partitions, log, wall, cpu, out)
+
+
+def _row(partitions: int, log: MetadataLog, wall: dict[str, float], cpu: dict[str, float],
+         out: dict[str, _Encoder]) -> dict:
+    """The table's row: the columns of the measurements made."""
+    row: dict[str, Any] = {"partitions": partitions, "records": log.records, "log_mb": round(len(log.data) / 1e6, 1)}
+    if "log" in cpu:
+        row |= {"log_events": out["log"].events, "log_cpu_s": cpu["log"], "records_per_s": log.records / cpu["log"],
+                "events_per_s": out["log"].events / cpu["log"]}
+    if "log_unpublished" in cpu:
+        row["unpublished_records_per_s"] = log.records / cpu["log_unpublished"]
+    if "snapshot" in cpu:
+        row |= {"snapshot_events": out["snapshot"].events, "snapshot_cpu_s": cpu["snapshot"],
+                "snapshot_wall_s": wall["snapshot"]}
+    if "zk" in cpu:
+        row |= {"zk_events": out["zk"].events, "zk_cpu_s": cpu["zk"]}
+        if "snapshot" in cpu:
+            row["zk_over_kraft"] = cpu["zk"] / cpu["snapshot"]
+    return row
 
 
 def _profile(run: Callable[[], Any], progress: Callable[[str], None]) -> None:
