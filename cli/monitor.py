@@ -48,10 +48,10 @@ def _watched(s: StackState, opts: MonitorOptions, source: str) -> list[str]:
     secure = s.secure_files
     if source == "zk":
         return ["--zookeeper", s.zk_connect, *(("--zk-client-config", str(secure.zk_client)) if secure else ())]
+    client = ("--command-config", str(secure.kafka_client)) if secure else ()
     if source == "kraft":   # the quorum itself: under KRaft the active controller is its leader
-        return ["--controllers", s.controllers]
-    return ["--bootstrap-servers", s.bootstrap_servers, "--poll-interval", str(opts.groups_poll_seconds),
-            *(("--command-config", str(secure.kafka_client)) if secure else ())]
+        return ["--controllers", s.controllers, *client]
+    return ["--bootstrap-servers", s.bootstrap_servers, "--poll-interval", str(opts.groups_poll_seconds), *client]
 
 
 def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:

@@ -33,7 +33,7 @@ def unreachable_line(role: str, address: str, waited: float, error: str | None, 
 
 
 def refused_line(role: str, address: str, error: str) -> str:
-    return f"the {role} {address} refused kmon's credentials ({error}); exiting: retrying cannot fix them"
+    return f"the {role} {address} refused kmon ({error}); exiting: retrying cannot fix that"
 
 
 def reached_line(role: str, address: str, waited: float) -> str:
@@ -94,7 +94,8 @@ class Reachability:
             self._error = error
 
     def refused(self, error: str) -> None:
-        """The address answered but rejected kmon's credentials: ``check`` gives up at once."""
+        """The address answered but rejected kmon's credentials or what they are allowed: ``check``
+        gives up at once."""
         with self._lock:
             self._refused = self._refused or error
 
@@ -125,7 +126,7 @@ class Reachability:
     def check(self, startup_timeout: float = 0) -> bool:
         """Log the unreachable line when due; False (after logging why) once ``startup_timeout``
         (0: none) passed since the start without the address ever being reached, or once the
-        address refused kmon's credentials."""
+        address refused kmon (its credentials, or what they may do)."""
         with self._lock:
             now = self._clock()
             if self._refused is not None:

@@ -168,6 +168,7 @@ class KraftNode:
     node_id: int
     broker_port: int = 0       # 0: not a broker
     controller_port: int = 0   # 0: not a controller
+    mtls_port: int = 0         # a secure controller's listener for clients by certificate; 0: none
 
     @property
     def roles(self) -> str:
