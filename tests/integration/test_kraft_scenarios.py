@@ -3,9 +3,13 @@ collector following the real metadata log, the stream app, /metrics; what the qu
 (DescribeQuorum, asked here as any client would) is the reference."""
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
 import sys
 import time
+from collections import Counter
 from typing import Iterator
 
 import pytest
@@ -16,7 +20,8 @@ from kmon.events import EVENTS_TOPIC
 from stack.local import LocalStack
 from stack.process import free_port
 from tests.conftest import monitored_stack
-from tests.support import create_topic, events_on, eventually, value
+from tests.support import (RuleEvaluations, create_topic, ever_fired, events_on, eventually, firing,
+                           history_disagreements, never, reassign, value)
 
 pytestmark = pytest.mark.integration
 CLUSTER = "kraft-scenarios"
@@ -218,16 +223,9 @@ def test_k5e_repeated_controller_kills_fire_controller_flapping(mon: LocalStack)
         mon.kill(node_of(mon, leader))
         eventually(lambda: v(mon, "kmon_controller_id") not in (None, -1, leader), 30, "a new leader exported")
         mon.start(node_of(mon, leader))
-    assert mon.state
-    eventually(lambda: "ControllerFlapping" in {a["labels"]["alertname"] for a in _alerts(mon) if a["state"] == "firing"},
-               120, "ControllerFlapping firing")
+    eventually(lambda: "ControllerFlapping" in firing(mon), 120, "ControllerFlapping firing")
 
 
-def _alerts(stack: LocalStack) -> list[dict]:
-    import json
-    import urllib.request
-    with urllib.request.urlopen(f"{stack.state.url('prometheus')}/api/v1/alerts", timeout=10) as r:  # type: ignore[union-attr]
-        return json.load(r)["data"]["alerts"]
 
 def log_start(stack: LocalStack) -> int:
     """Where the leader's metadata log starts now (its newest snapshot's end when it was cleaned)."""
@@ -278,3 +276,65 @@ def test_k7_sampled_mode_polls_the_brokers_where_the_controllers_cannot_be_reach
         eventually(lambda: (sv("kmon_under_replicated_partitions", topic="k7-sampled") or 0) > 0, 60, "URP sampled")
     finally:
         mon.remove("collector-sampled")
+
+
+def replicas_of(stack: LocalStack, topic: str, partition: int = 0) -> list[int]:
+    from confluent_kafka.admin import AdminClient
+    assert stack.state
+    md = AdminClient({"bootstrap.servers": stack.state.bootstrap_servers}).list_topics(topic, timeout=10)
+    return list(md.topics[topic].partitions[partition].replicas)
+
+
+def test_k8_a_reassignment_is_counted_while_it_runs_without_a_false_urp_alert(mon: LocalStack) -> None:
+    """The new replica's broker is down, so the move stays in progress (adding/removing replicas in
+    the metadata log) until it returns; Kafka's rule leaves the adding replica out of URP."""
+    topic = "k8-move"
+    create_topic(mon, topic, partitions=1, rf=2)
+    eventually(lambda: v(mon, "kmon_partitions", topic=topic) == 1
+               and v(mon, "kmon_under_replicated_partitions", topic=topic) == 0, 60, "topic exported")
+    before = replicas_of(mon, topic)
+    [spare] = {1, 2, 3} - set(before)
+    target = [before[0], spare]
+    mon.kill(node_of(mon, spare))
+    eventually(lambda: v(mon, "kmon_broker_fenced", broker=str(spare)) == 1, 60, "the spare broker fenced")
+    reassign(mon, topic, 0, target)
+    eventually(lambda: v(mon, "kmon_reassigning_partitions") == 1, 60, "the reassigning partition exported")
+    assert v(mon, "kmon_under_replicated_partitions", topic=topic) == 0
+    mon.start(node_of(mon, spare))
+    eventually(lambda: replicas_of(mon, topic) == target, 120, "the move done")
+    eventually(lambda: v(mon, "kmon_reassigning_partitions") == 0, 60, "the move over in the views")
+    assert v(mon, "kmon_under_replicated_partitions", topic=topic) == 0
+    evaluations = RuleEvaluations(mon)
+    never(lambda: ever_fired(mon, "UnderReplicatedPartitions", "10m", topic=topic),
+          lambda: evaluations.at_least(3), 90, "UnderReplicatedPartitions fired during the reassignment")
+
+
+def test_k9_kmon_history_tells_every_scenario_once_in_order_as_the_counters_count(mon: LocalStack) -> None:
+    """`kmon history`, as a user runs it, over what the scenarios above did to the KRaft cluster."""
+    from cli.monitor import checkpoint_dir
+    from streaming.paths import history_dir
+    eventually(lambda: not history_disagreements(mon, CLUSTER), 60, "history and counters agree")
+    told = subprocess.run([sys.executable, "-m", "cli", "history", "--dir", str(history_dir(checkpoint_dir(mon.dir))),
+                           "--cluster", CLUSTER, "--json"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert told.returncode == 0, told.stderr[-2000:]
+    rows = [json.loads(line) for line in told.stdout.splitlines()]
+    keys = [(r["time_ms"], r["position"] if r["position"] is not None else -1, r["entity"], r["kind"]) for r in rows]
+    assert keys == sorted(keys), "not in order"
+    assert [r for r, n in Counter(json.dumps(r, sort_keys=True) for r in rows).items() if n > 1] == [], "told twice"
+    kinds = Counter(r["kind"] for r in rows)
+    assert {"isr_shrink", "isr_expand", "leader_election", "controller_change", "broker_fenced", "broker_unfenced",
+            "broker_controlled_shutdown", "topic_created", "reassignment_started", "reassignment_finished"} <= set(kinds), \
+        kinds
+    # each controller change starts where the previous one ended, at a later raft epoch
+    controller = [r for r in rows if r["kind"] == "controller_change"]
+    assert [r["old"] for r in controller[1:]] == [r["new"] for r in controller[:-1]]
+    assert [r["epoch"] for r in controller] == sorted(r["epoch"] for r in controller)
+    # k2: the killed broker left each partition's ISR, then joined it again
+    k2 = [r for r in rows if r["topic"] == "k2-orders" and r["kind"] in ("isr_shrink", "isr_expand")]
+    for p in range(3):
+        assert [r["kind"] for r in k2 if r["partition"] == p][:2] == ["isr_shrink", "isr_expand"]
+    # k8: one move, begun before it finished, to its target
+    moves = [r for r in rows if r["topic"] == "k8-move" and r["kind"].startswith("reassignment")]
+    assert [r["kind"] for r in moves] == ["reassignment_started", "reassignment_finished"]
+    assert set(moves[0]["new"].split(",")) == set(moves[1]["new"].split(","))

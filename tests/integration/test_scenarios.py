@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.parse
-import urllib.request
 from typing import Iterator
 
 import pytest
@@ -20,8 +18,9 @@ from stack.local import LocalStack
 from stack.process import free_port
 from streaming.fold.records import apply_event
 from tests.conftest import monitored_stack
-from tests.support import (assigned_replicas, create_topic, events_on, eventually, leave_group, metrics, never,
-                           partition_state, value)
+from tests.support import (RuleEvaluations, assigned_replicas, create_topic, ever_fired, events_on, eventually,
+                           firing, history_disagreements, history_rows, leave_group, metrics, never, partition_state,
+                           prom, value)
 
 pytestmark = pytest.mark.integration
 CLUSTER = "scenarios"
@@ -53,36 +52,6 @@ def collector_value(stack: LocalStack, collector: str, name: str, **labels: str)
     spec = next(m for m in CATALOG if m.name == name)
     source = {"source": collector} if "source" in spec.labels else {}
     return value(stack.state.collector_ports[collector], name, CLUSTER, **source, **labels)
-
-
-def prom(stack: LocalStack, path: str, **params: str) -> dict:
-    url = f"{stack.state.url('prometheus')}{path}?{urllib.parse.urlencode(params)}"  # type: ignore[union-attr]
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())["data"]
-
-
-def firing(stack: LocalStack) -> set[str]:
-    return {a["labels"]["alertname"] for a in prom(stack, "/api/v1/alerts")["alerts"] if a["state"] == "firing"}
-
-
-def ever_fired(stack: LocalStack, alert: str, window: str, **labels: str) -> bool:
-    sel = ",".join([f'alertname="{alert}"', 'alertstate="firing"'] + [f'{k}="{x}"' for k, x in labels.items()])
-    return bool(prom(stack, "/api/v1/query", query=f"max_over_time(ALERTS{{{sel}}}[{window}])")["result"])
-
-
-class RuleEvaluations:
-    """Counts Prometheus' evaluations of kmon's rule groups from the moment it is made."""
-
-    def __init__(self, stack: LocalStack) -> None:
-        self.stack = stack
-        self.seen: set[tuple[str, ...]] = {self._last()}
-
-    def _last(self) -> tuple[str, ...]:
-        return tuple(sorted(g["lastEvaluation"] for g in prom(self.stack, "/api/v1/rules")["groups"]))
-
-    def at_least(self, n: int) -> bool:
-        self.seen.add(self._last())
-        return len(self.seen) > n
 
 
 def wait_for_topic(stack: LocalStack, topic: str, partitions: int) -> None:
@@ -448,11 +417,8 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
     order, as many as the counters say; and the dashboards' annotations mark those moments."""
     from collections import Counter
 
-    from cli.monitor import checkpoint_dir
     from dashboards.catalog import load_all, queries_for_prometheus
-    from kmon.history import COUNTED, Transition, order_key
-    from streaming.history_log import files, read
-    from streaming.paths import history_dir
+    from kmon.history import Transition
     assert mon.state
     started = time.time()
 
@@ -491,27 +457,8 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
     finally:
         steady.leave()
 
-    def rows() -> list[Transition]:
-        return sorted((t for f in files(history_dir(checkpoint_dir(mon.dir))) if f.cluster == CLUSTER for t in read(f)),
-                      key=order_key)
-
-    def disagreements() -> list[str]:
-        exported = metrics(mon.state.stream_port)   # type: ignore[union-attr]
-        history = rows()
-        kinds = {c.metric: c.kinds for c in COUNTED}
-        out = []
-        for (name, label_set), n in exported.items():
-            labels = dict(label_set)
-            if name not in kinds or labels.pop("cluster") != CLUSTER:
-                continue
-            count = sum(1 for t in history if t.kind in kinds[name]
-                        and all(str(getattr(t, k)) == x for k, x in labels.items()))
-            if count != n:
-                out.append(f"{name}{labels}: exported {n}, in the history {count}")
-        return out
-
-    eventually(lambda: not disagreements(), 60, "history and counters agree")
-    history = rows()
+    eventually(lambda: not history_disagreements(mon, CLUSTER), 60, "history and counters agree")
+    history = history_rows(mon, CLUSTER)
     assert [t for t, n in Counter(history).items() if n > 1] == [], "a transition written twice"
     kinds = Counter(t.kind for t in history)
     assert {"isr_shrink", "isr_expand", "leader_election", "unclean_leader_election", "controller_change",
