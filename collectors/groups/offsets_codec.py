@@ -42,7 +42,14 @@ from collectors.groups.modern_records import (
     TopicPartitions,
 )
 from collectors.groups.record_reader import MalformedRecord, Reader
-from collectors.groups.record_specs import GroupTombstone, GroupType, RecordSpec, RecordType, SubRecord, SubRecordTombstone
+from collectors.groups.record_specs import (
+    GroupTombstone,
+    GroupType,
+    RecordSpec,
+    RecordType,
+    SubRecord,
+    SubRecordTombstone,
+)
 from collectors.groups.share_records import (
     SHARE_SPECS,
     ShareGroupMember,

@@ -96,7 +96,8 @@ SAMPLES: list[tuple[str, object, str]] = [
     ("4-consumer-topics", GroupTopicMetadata(G, CONSUMER, TOPICS), CURRENT),
     ("4-consumer-topics-3.7", GroupTopicMetadata(G, CONSUMER, TOPICS), EARLY_ACCESS),
     ("5-consumer-member", consumer_member(), CURRENT),
-    ("5-consumer-member-classic", consumer_member(ClassicMemberProtocol(45_000, ("range", "cooperative-sticky"))), CURRENT),
+    ("5-consumer-member-classic",
+     consumer_member(ClassicMemberProtocol(45_000, ("range", "cooperative-sticky"))), CURRENT),
     ("5-consumer-member-regex", consumer_member(subscribed_topic_names=(), subscribed_topic_regex="ord.*",
                                                 instance_id=None, rack_id=None, server_assignor=None), CURRENT),
     ("5-consumer-member-3.7", consumer_member(), EARLY_ACCESS),
@@ -122,7 +123,8 @@ SAMPLES: list[tuple[str, object, str]] = [
     ("15-share-state-partitions-4.0", ShareGroupStatePartitions(
         G, (), (ShareStateTopic(ORDERS, "orders", (0, 1)),), ()
     ), EARLY_ACCESS),
-    ("16-consumer-regex", ResolvedRegularExpression(G, "ord.*", ("orders", "orders-dlq"), 17, 1_700_000_000_001), CURRENT),
+    ("16-consumer-regex",
+     ResolvedRegularExpression(G, "ord.*", ("orders", "orders-dlq"), 17, 1_700_000_000_001), CURRENT),
     ("17-streams-metadata", StreamsGroupMetadata(G, 9, 77, 3), CURRENT),
     ("17-streams-metadata-4.1", StreamsGroupMetadata(G, 9, 77, -1), CURRENT),
     ("18-streams-topics", GroupTopicMetadata(G, STREAMS, TOPICS), CURRENT),
@@ -285,7 +287,8 @@ def test_streams_member_vector() -> None:
 def test_truncation_message_names_record_field_and_byte() -> None:
     record_key, value = encode(consumer_member())
     # version (2) + instance_id "static-1" (9) + rack_id "rack-a" (7) + client_id (11): client_host starts at 29
-    with pytest.raises(MalformedRecord, match=r"^ConsumerGroupMemberMetadataValue v0: truncated at byte 30 reading client_host$"):
+    expected = r"^ConsumerGroupMemberMetadataValue v0: truncated at byte 30 reading client_host$"
+    with pytest.raises(MalformedRecord, match=expected):
         decode_record(record_key, value[:31])
 
 
