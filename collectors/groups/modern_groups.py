@@ -166,11 +166,10 @@ def apply(fold: GroupFold | None, record: Record) -> GroupFold | None:
             new = replace(new, modern=None if deleted else _without(new.modern, record))
         case GroupMetadata() | GroupTombstone() | SubRecordTombstone():
             pass  # stale while a modern group stands, or a tombstone of nothing: ignored, as Kafka does
-        case _:
-            modern = _modern_side(new, record.group_type)
-            if isinstance(record, GroupMetadataRecord) and modern is not None:
+        case _ if (modern := _modern_side(new, record.group_type)) is not None:
+            if isinstance(record, GroupMetadataRecord):
                 new = replace(new, classic=None, modern=_with_group_metadata(modern, record))
-            elif modern is not None:
+            else:
                 new = replace(new, modern=_with_sub_record(modern, record))
     return None if new.classic is None and new.modern is None else new
 
