@@ -23,7 +23,8 @@ from collectors.groups.states import state_from_description, state_from_metadata
 from collectors.telemetry import Telemetry
 from kmon.codec import decode, encode
 from kmon.events import Event, GroupMember, GroupState, TopicLag
-from tests.unit.test_offsets_codec import group_key, group_value, offset_key, offset_value, sample_group, sample_offset
+from tests.unit.offsets_builders import group_key, group_value, offset_key, offset_value
+from tests.unit.test_offsets_codec import sample_group, sample_offset
 
 # ----------------------------------------------------------------- GroupMetadata -> GroupState
 
@@ -347,9 +348,10 @@ def test_filtered_groups_are_ignored() -> None:
 
 @pytest.mark.parametrize(("key", "value", "kind"), [
     (b"\x00", b"", "malformed"),                                   # truncated key
-    (group_key("g"), b"\x00\x63garbage", "malformed"),             # unknown value version
+    (group_key("g"), b"\xff\xffgarbage", "malformed"),             # negative value version
+    (group_key("g"), b"\x00\x63garbage", "unknown"),               # a newer value version
     (None, b"x", "malformed"),                                     # no key
-    (b"\x00\x09\x00\x01g", b"", "unknown"),                        # a record type not decoded
+    (b"\x00\x19\x00\x01g", b"\x00\x00", "unknown"),                # a newer record type (25)
 ])
 def test_bad_records_are_counted_and_skipped(key: bytes | None, value: bytes, kind: str) -> None:
     offsets, _, sink, telemetry = reader()
