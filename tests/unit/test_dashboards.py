@@ -116,7 +116,7 @@ def test_the_rebalance_storm_annotation_marks_what_the_alert_fires_on() -> None:
     rules = (REPO / "deploy/prometheus/rules/kmon-alerts.yml").read_text()
     alert = re.search(r"alert: ConsumerGroupRebalanceStorm\n\s+expr: (.*)\n", rules).group(1)   # type: ignore[union-attr]
     annotation = catalog.annotations(DASHBOARDS["kmon-consumer-groups"])[0]["expr"]
-    assert annotation.replace('{cluster=~"$cluster", group=~"$group"}', "") == alert
+    assert annotation.replace('{cluster=~"$cluster", group=~"$group", type=~"$type"}', "") == alert
 
 
 @pytest.mark.parametrize("query", all_queries(), ids=lambda q: f"{q.dashboard}/{q.panel}/{q.ref_id}")
@@ -158,7 +158,7 @@ def test_group_state_timeline_shows_every_state() -> None:
     [panel] = [p for p in catalog.panels(DASHBOARDS["kmon-consumer-groups"]) if p["type"] == "state-timeline"]
     [target] = panel["targets"]
     texts = {o["text"] for m in panel["fieldConfig"]["defaults"]["mappings"] for o in m["options"].values()}
-    for state in GROUP_STATES:
+    for state in {s for states in GROUP_STATES.values() for s in states}:
         assert f'state="{state}"' in target["expr"] and state in texts, state
 
 

@@ -184,6 +184,22 @@ def test_group_states_and_one_row_per_rebalance_including_generations_missed_bet
     assert {(r.group, r.broker) for r in rows} == {("g", 2)}
 
 
+def test_a_consumer_protocol_epoch_step_names_the_members_still_reconciling():
+    def epoch(n: int, group_epoch: int, assignment_epoch: int, *members: tuple[str, int, str]) -> Event:
+        data = GroupState(group="g", state="Reconciling", generation=group_epoch, protocol="uniform",
+                          group_type="consumer", assignment_epoch=assignment_epoch,
+                          reconciling=sum(e != assignment_epoch or s != "STABLE" for _, e, s in members),
+                          members=tuple(GroupMember(m, "c", "h", member_epoch=e, member_state=s) for m, e, s in members))
+        return Event(cluster="c1", source="groups", kind="group", entity="group:g", op="upsert",
+                     observed_ms=T0 + n, data=data)
+    rows = rows_of([epoch(1, 4, 4, ("a", 4, "STABLE")),
+                    epoch(2, 5, 5, ("a", 4, "UNREVOKED_PARTITIONS"), ("b", 5, "STABLE"))])
+    [rebalance] = [r for r in rows if r.kind == "rebalance"]
+    assert (rebalance.old, rebalance.new, rebalance.generation) == ("4", "5", 5)
+    assert rebalance.detail == ("2 member(s), assignor uniform, consumer protocol, target assignment epoch 5, "
+                                "1 reconciling: a (epoch 4, UNREVOKED_PARTITIONS)")
+
+
 # ---------------------------------------------------------------- rows agree with the counters
 
 _isr = st.lists(st.sampled_from([1, 2, 3]), max_size=3, unique=True).map(tuple)
