@@ -1,7 +1,8 @@
 """The Admin API half: every poll interval, list and describe the groups, sample end
 offsets; at the lag interval, compute lag. Emits a group's state when it changed since
 the last poll (state, members, assignor, coordinator) and every group, with its lag, at
-the lag interval."""
+the lag interval. The groups of Kafka 4's protocols that the __consumer_offsets reader holds
+(collectors.groups.book.ModernStates) are its to describe: the poller adds their lag only."""
 from __future__ import annotations
 
 import logging
@@ -13,7 +14,7 @@ from typing import Callable, Iterable, Mapping
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from collectors.groups.book import GroupBook, Seen
+from collectors.groups.book import GroupBook, ModernStates, Seen
 from collectors.groups.config import GroupsConfig
 from collectors.groups.gather import Gathered, K, gather
 from collectors.groups.lag import LagTable
@@ -64,11 +65,12 @@ def _not_found(error: BaseException) -> bool:
 
 class AdminPoller:
     def __init__(self, config: GroupsConfig, admin: AdminClient, book: GroupBook, emitter: Emitter,
-                 offsets_read: threading.Event | None) -> None:
+                 modern: ModernStates, offsets_read: threading.Event | None) -> None:
         self._config = config
         self._admin = admin
         self._book = book
         self._emitter = emitter
+        self._modern = modern
         # set once the __consumer_offsets reader holds every committed offset (None: no reader)
         self._offsets_read = offsets_read
         self._samples = LagTable()
@@ -104,23 +106,26 @@ class AdminPoller:
         listed = self._list_groups()
         if listed is None:
             return
-        groups, complete = listed
+        listed_groups, complete = listed
+        modern = self._modern.groups()
+        groups = sorted(set(listed_groups) - modern)
         # described too when the listing is complete: whether a group it lacks is gone (present_groups)
-        missing = sorted(self._book.emitted_groups() - set(groups)) if complete else []
+        missing = sorted(self._book.emitted_groups() - set(groups) - modern) if complete else []
         described, failed = self._describe(groups + missing)
         # a lag emission is the resync too: it sends every group's full state
         lag_due = self._resync.is_set() or started >= self._next_lag
         if lag_due:
             self._resync.clear()
             self._next_lag = started + self._config.lag_interval_s
-            self._refresh_committed(groups)
+            self._refresh_committed(groups + sorted(modern))
         committed = {g: {tp: o for tp, o in offsets.items() if self._config.topics(tp[0])}
-                     for g, offsets in self._book.committed(groups).items()}
+                     for g, offsets in self._book.committed(groups + sorted(modern)).items()}
         end_offsets = self._sample_end_offsets({tp for offsets in committed.values() for tp in offsets})
         if lag_due:
             now = time.monotonic()
             self._lags = {g: topic_lags(committed.get(g, {}), end_offsets, self._samples, now)
-                          for g in described}
+                          for g in {*described, *modern}}
+            self._modern.emit_lags(self._lags)
         alive = {g for g, s in described.items() if s.state != "Dead"}  # Dead: no longer exists
         for group in sorted(alive):
             self._emit(described[group], started, lag_due)

@@ -1,15 +1,18 @@
 """State shared by the collector's two threads (Admin API poller, __consumer_offsets
 reader), each access under one lock: committed offsets, the last state the poller
-emitted per group, and which groups were deleted."""
+emitted per group, which groups were deleted, and the groups of Kafka 4's protocols the
+reader holds."""
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from enum import Enum
 from typing import Mapping
 
+from collectors.groups.outputs import Emitter
 from collectors.groups.states import Partition
-from kmon.events import GroupState
+from kmon.events import GroupState, TopicLag
 
 
 class Seen(Enum):
@@ -84,3 +87,39 @@ class GroupBook:
     def emitted_groups(self) -> set[str]:
         with self._lock:
             return set(self._emitted)
+
+
+class ModernStates:
+    """The groups of Kafka 4's protocols (consumer, share, streams) as the __consumer_offsets reader
+    folded them. Their records are the exact source (the Admin API's descriptions know neither
+    their epochs nor Assigning and Reconciling), so the poller only adds their lag; both threads
+    emit them under one lock, so that a lag emission never carries an older state after a newer one."""
+
+    def __init__(self, emitter: Emitter) -> None:
+        self._emitter = emitter
+        self._lock = threading.Lock()
+        self._states: dict[str, GroupState] = {}
+        self._lags: dict[str, dict[str, TopicLag]] = {}
+
+    def upsert(self, state: GroupState) -> None:
+        with self._lock:
+            self._states[state.group] = state
+            self._emitter.upsert(replace(state, lag=self._lags.get(state.group, {})))
+
+    def forget(self, group: str) -> bool:
+        """No longer a group of these protocols (deleted, or moved back to the classic protocol);
+        True if it was one."""
+        with self._lock:
+            self._lags.pop(group, None)
+            return self._states.pop(group, None) is not None
+
+    def groups(self) -> set[str]:
+        with self._lock:
+            return set(self._states)
+
+    def emit_lags(self, lags: Mapping[str, dict[str, TopicLag]]) -> None:
+        """Every group again, with its lag (the poller's lag interval, and its resyncs)."""
+        with self._lock:
+            for group, state in self._states.items():
+                self._lags[group] = lags.get(group, {})
+                self._emitter.upsert(replace(state, lag=self._lags[group]))

@@ -19,6 +19,7 @@ from collectors.groups.offsets_codec import (
     ConsumerGroupMetadata,
     CurrentAssignment,
     GroupMetadata,
+    GroupTombstone,
     GroupTopicMetadata,
     GroupType,
     OffsetCommit,
@@ -34,6 +35,8 @@ from collectors.groups.offsets_codec import (
     StreamsTargetAssignment,
     StreamsTasks,
     StreamsTopology,
+    SubRecord,
+    SubRecordTombstone,
     SubtopologyTasks,
     TargetAssignment,
     TargetAssignmentMetadata,
@@ -217,6 +220,22 @@ def key(record_type: int, *fields: str) -> bytes:
     for field in fields:
         w.string(field)
     return w.done()
+
+
+# a tombstone's part -> the TYPES part its key is of
+_TOMBSTONED = {SubRecord.TOPIC_METADATA: "topics", SubRecord.MEMBER: "member",
+               SubRecord.TARGET_ASSIGNMENT_METADATA: "target metadata", SubRecord.TARGET_ASSIGNMENT: "target",
+               SubRecord.CURRENT_ASSIGNMENT: "current", SubRecord.SHARE_STATE_PARTITIONS: "state partitions",
+               SubRecord.REGULAR_EXPRESSION: "regex", SubRecord.TOPOLOGY: "topology",
+               SubRecord.RESOLVED_TOPIC_IDS: "resolved topic ids"}
+
+
+def tombstone(record: GroupTombstone | SubRecordTombstone) -> tuple[bytes, None]:
+    """Key and (no) value of a modern group's tombstone."""
+    if isinstance(record, GroupTombstone):
+        return key(TYPES[record.group_type, "metadata"], record.group), None
+    part = TYPES[record.group_type, _TOMBSTONED[record.sub_record]]
+    return key(part, record.group, *filter(None, (record.member_id, record.regex))), None
 
 
 def tag_int32(v: int) -> bytes:
