@@ -134,7 +134,7 @@ CATALOG: tuple[MetricSpec, ...] = (
     _m("consumer_group_state_seconds", "gauge", ("group", "type"), "Seconds in the current state.", "groups"),
     _m("consumer_group_info", "gauge", ("group", "type", "assignor"),
        "The group's assignor (classic: the protocol its leader chose; consumer, share, streams: the server-side "
-       "assignor its members asked for); the value is always 1.", "groups"),
+       "assignor its members asked for, \"default\" for the coordinator's own); the value is always 1.", "groups"),
     _m("consumer_group_assignment_epoch", "gauge", ("group", "type"),
        "Epoch of the target assignment the members reconcile to: behind the group epoch while the group is "
        "Assigning. Consumer, share and streams groups only.", "groups"),

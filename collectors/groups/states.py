@@ -15,6 +15,9 @@ from collectors.groups.offsets_codec import GroupMetadata
 from collectors.groups.streams_records import StreamsTasks
 from kmon.events import GroupMember, GroupState, TopicLag
 
+# what a member of Kafka 4's protocols that names no server-side assignor gets: the coordinator's
+# first of group.consumer.assignors (uniform, unless the cluster says otherwise)
+DEFAULT_ASSIGNOR = "default"
 # topic ids -> their names (collectors.groups.topic_names.TopicNames)
 TopicNamer = Callable[[Iterable[str]], Mapping[str, str]]
 
@@ -63,7 +66,7 @@ def state_from_modern(group: ModernGroup, names: TopicNamer) -> GroupState:
     ids = {tp.topic_id for m in group.members for tps in (m.assigned_partitions, m.partitions_pending_revocation)
            for tp in tps}
     named = names(ids) if ids else {}
-    assignors = sorted({m.server_assignor for m in group.members if m.server_assignor})
+    assignors = sorted({m.server_assignor or DEFAULT_ASSIGNOR for m in group.members})
     return GroupState(
         group=group.group_id,
         state=group.state,

@@ -186,9 +186,10 @@ def test_group_states_and_one_row_per_rebalance_including_generations_missed_bet
 
 def test_a_consumer_protocol_epoch_step_names_the_members_still_reconciling():
     def epoch(n: int, group_epoch: int, assignment_epoch: int, *members: tuple[str, int, str]) -> Event:
-        data = GroupState(group="g", state="Reconciling", generation=group_epoch, protocol="uniform",
-                          group_type="consumer", assignment_epoch=assignment_epoch,
-                          reconciling=sum(e != assignment_epoch or s != "STABLE" for _, e, s in members),
+        reconciling = sum(e != assignment_epoch or s != "STABLE" for _, e, s in members)
+        data = GroupState(group="g", state="Reconciling" if reconciling else "Stable", generation=group_epoch,
+                          protocol="uniform", group_type="consumer", assignment_epoch=assignment_epoch,
+                          reconciling=reconciling,
                           members=tuple(GroupMember(m, "c", "h", member_epoch=e, member_state=s) for m, e, s in members))
         return Event(cluster="c1", source="groups", kind="group", entity="group:g", op="upsert",
                      observed_ms=T0 + n, data=data)
@@ -197,7 +198,9 @@ def test_a_consumer_protocol_epoch_step_names_the_members_still_reconciling():
     [rebalance] = [r for r in rows if r.kind == "rebalance"]
     assert (rebalance.old, rebalance.new, rebalance.generation) == ("4", "5", 5)
     assert rebalance.detail == ("2 member(s), assignor uniform, consumer protocol, target assignment epoch 5, "
-                                "1 reconciling: a (epoch 4, UNREVOKED_PARTITIONS)")
+                                "1 reconciling: a (client c, epoch 4, UNREVOKED_PARTITIONS)")
+    [reconciling] = [r for r in rows if r.kind == "group_state_change"]   # Stable at epoch 4, Reconciling at 5
+    assert (reconciling.old, reconciling.new, reconciling.detail) == ("Stable", "Reconciling", rebalance.detail)
 
 
 # ---------------------------------------------------------------- rows agree with the counters

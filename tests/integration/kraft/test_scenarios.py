@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from typing import Iterator
 
 import pytest
 
@@ -19,24 +18,11 @@ from collectors.kraft.connection import ClientSecurity, Connection
 from kmon.events import EVENTS_TOPIC
 from stack.local import LocalStack
 from stack.process import free_port
-from tests.conftest import monitored_stack
+from tests.integration.kraft.conftest import CLUSTER
 from tests.support import (RuleEvaluations, create_topic, ever_fired, events_on, eventually, firing,
                            history_disagreements, never, reassign, value)
 
 pytestmark = pytest.mark.integration
-CLUSTER = "kraft-scenarios"
-
-
-@pytest.fixture(scope="module")
-def mon(tmp_path_factory: pytest.TempPathFactory, toolchain) -> Iterator[LocalStack]:
-    with monitored_stack(tmp_path_factory.mktemp("kraft"), toolchain, CLUSTER, brokers=3, kraft=True) as stack:
-        yield stack
-
-
-@pytest.fixture(autouse=True)
-def all_running(mon: LocalStack) -> Iterator[None]:
-    yield
-    mon.restart_stopped()
 
 
 def v(stack: LocalStack, name: str, **labels: str) -> float | None:
