@@ -142,6 +142,18 @@ def reassign(stack: LocalStack, topic: str, partition: int, replicas: list[int])
     assert not error and not errors, (error_name(error), message, errors)
 
 
+def preferred_election(stack: LocalStack) -> None:
+    """Elect every partition's preferred replica, as an operator does (Kafka's own tool's call)."""
+    from confluent_kafka import ElectionType
+    assert stack.state
+    try:
+        AdminClient({"bootstrap.servers": stack.state.bootstrap_servers, **stack.state.kafka_client()}) \
+            .elect_leaders(ElectionType.PREFERRED, None).result(timeout=60)
+    except Exception as e:  # partitions already led by their preferred replica are reported as errors
+        if "ELECTION_NOT_NEEDED" not in str(e):
+            raise
+
+
 def partition_state(stack: LocalStack, topic: str, partition: int) -> dict[str, Any]:
     with stack.zk() as client:
         data, _ = client.get(f"/brokers/topics/{topic}/partitions/{partition}/state")

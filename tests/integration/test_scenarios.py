@@ -8,7 +8,7 @@ import time
 from typing import Iterator
 
 import pytest
-from confluent_kafka import Consumer, ElectionType, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from cli.monitor import COLLECTORS, MonitorOptions, collector_argv
 from kmon.events import EVENTS_TOPIC
@@ -20,7 +20,7 @@ from streaming.fold.records import apply_event
 from tests.conftest import monitored_stack
 from tests.support import (RuleEvaluations, assigned_replicas, create_topic, ever_fired, events_on, eventually,
                            firing, history_disagreements, history_rows, leave_group, metrics, never, partition_state,
-                           prom, value)
+                           preferred_election, prom, value)
 
 pytestmark = pytest.mark.integration
 CLUSTER = "scenarios"
@@ -118,24 +118,15 @@ def test_2_controller_killed_is_replaced_and_repeated_kills_flap(mon: LocalStack
 
 
 def test_3_leader_killed_moves_leaders_and_preferred_election_restores_balance(mon: LocalStack) -> None:
-    from confluent_kafka.admin import AdminClient
     topic = "s3-balance"
     create_topic(mon, topic, partitions=6, rf=3)
     wait_for_topic(mon, topic, 6)
     assert mon.state
-    admin = AdminClient({"bootstrap.servers": mon.state.bootstrap_servers})
-
-    def preferred_election() -> None:
-        try:
-            admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=60)
-        except Exception as e:  # partitions already led by their preferred replica are reported as errors
-            if "ELECTION_NOT_NEEDED" not in str(e):
-                raise
 
     def balanced_by_election() -> bool:
         # a partition whose preferred replica is not back in its ISR yet is skipped by an
         # election; like an operator, run it again until every partition has moved back
-        preferred_election()
+        preferred_election(mon)
         return v(mon, "kmon_preferred_replica_imbalance") == 0
 
     # earlier scenarios moved leaders and auto.leader.rebalance is off: start balanced

@@ -20,7 +20,7 @@ from stack.local import LocalStack
 from stack.process import free_port
 from tests.integration.kraft.conftest import CLUSTER
 from tests.support import (RuleEvaluations, create_topic, ever_fired, events_on, eventually, firing,
-                           history_disagreements, never, reassign, value)
+                           history_disagreements, never, preferred_election, reassign, value)
 
 pytestmark = pytest.mark.integration
 
@@ -142,20 +142,12 @@ def test_k5_a_controlled_shutdown_is_told_then_the_broker_is_fenced(mon: LocalSt
 
 
 def test_k5b_a_leader_killed_moves_leaders_and_a_preferred_election_restores_them(mon: LocalStack) -> None:
-    from confluent_kafka import ElectionType
-    from confluent_kafka.admin import AdminClient
     topic = "k5b-balance"
     create_topic(mon, topic, partitions=6, rf=3)
     eventually(lambda: v(mon, "kmon_partitions", topic=topic) == 6, 60, "topic exported")
-    assert mon.state
-    admin = AdminClient({"bootstrap.servers": mon.state.bootstrap_servers})
 
     def balanced_by_election() -> bool:
-        try:
-            admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=60)
-        except Exception as e:  # partitions already led by their preferred replica are reported as errors
-            if "ELECTION_NOT_NEEDED" not in str(e):
-                raise
+        preferred_election(mon)
         return v(mon, "kmon_preferred_replica_imbalance") == 0
 
     eventually(balanced_by_election, 120, "balanced at start", interval=3)
