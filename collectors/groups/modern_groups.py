@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
 from collectors.groups.classic_records import GroupMetadata
+from collectors.groups.keyed_fold import fold_by_key
 from collectors.groups.consumer_records import ConsumerGroupMember, ConsumerGroupMetadata
 from collectors.groups.modern_records import (
     CurrentAssignment,
@@ -176,17 +177,7 @@ def apply(fold: GroupFold | None, record: Record) -> GroupFold | None:
 
 def fold_records(records: Iterable[Record]) -> dict[str, GroupFold]:
     """Every group of a sequence of records (in offset order)."""
-    folds: dict[str, GroupFold] = {}
-    for record in records:
-        group = group_of(record)
-        if group is None:
-            continue
-        fold = apply(folds.get(group), record)
-        if fold is None:
-            folds.pop(group, None)
-        else:
-            folds[group] = fold
-    return folds
+    return fold_by_key(records, group_of, apply)
 
 
 def view(fold: GroupFold) -> ModernGroup | GroupMetadata | None:

@@ -16,8 +16,6 @@ or value version newer than these comes back as :class:`UnknownRecord`, for the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from collectors.groups.classic_records import (
     CLASSIC_SPECS,
     GroupMember,
@@ -41,7 +39,7 @@ from collectors.groups.modern_records import (
     TopicMetadata,
     TopicPartitions,
 )
-from collectors.groups.record_reader import MalformedRecord, Reader
+from collectors.groups.record_reader import MalformedRecord
 from collectors.groups.record_specs import (
     GroupTombstone,
     GroupType,
@@ -49,6 +47,8 @@ from collectors.groups.record_specs import (
     RecordType,
     SubRecord,
     SubRecordTombstone,
+    UnknownRecord,
+    decode,
 )
 from collectors.groups.share_records import (
     SHARE_SPECS,
@@ -115,14 +115,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class UnknownRecord:
-    """A record type, or a value version of a known one, newer than this decoder."""
-
-    key_version: int  # the record type
-    value_version: int | None  # None for a tombstone, which has no value
-
-
 Record = (
     GroupMetadata
     | OffsetCommit
@@ -153,28 +145,4 @@ _SPECS: dict[int, RecordSpec] = {**CLASSIC_SPECS, **CONSUMER_SPECS, **SHARE_SPEC
 
 def decode_record(key: bytes | None, value: bytes | None) -> Record:
     """Decode one ``__consumer_offsets`` record; ``value=None`` is a tombstone."""
-    if key is None:
-        raise MalformedRecord("record has no key")
-    reader = Reader(key, "key")
-    record_type = reader.int16("key version")
-    if record_type < 0:
-        raise MalformedRecord(f"key: negative key version {record_type}")
-    spec = _SPECS.get(record_type)
-    if spec is None:
-        return UnknownRecord(record_type, None if value is None else _value_version(value, "value"))
-    reader.what = f"{spec.name}Key"
-    fields = spec.read_key(reader)
-    reader.end()
-    if value is None:
-        return spec.tombstone(fields)
-    version = _value_version(value, f"{spec.name}Value")
-    if version > spec.max_version:
-        return UnknownRecord(record_type, version)
-    return spec.value(fields, value, version)
-
-
-def _value_version(value: bytes, what: str) -> int:
-    version = Reader(value, what).int16("version")
-    if version < 0:
-        raise MalformedRecord(f"{what}: negative version {version}")
-    return version
+    return decode(_SPECS, key, value)

@@ -1,4 +1,5 @@
-"""A bounds-checked reader of Kafka's generated message encoding, for ``__consumer_offsets``.
+"""A bounds-checked reader of Kafka's generated message encoding, for the records of the
+coordinators' internal topics (``__consumer_offsets``, ``__share_group_state``).
 
 Big-endian integers; non-flexible versions have int16-length strings and int32-length bytes
 and arrays (-1 = null); flexible versions (KIP-482) have unsigned-varint "compact" lengths
@@ -21,7 +22,7 @@ _INT64 = struct.Struct(">q")
 
 
 class MalformedRecord(ValueError):
-    """The bytes are not a valid __consumer_offsets record of a known version."""
+    """The bytes are not a valid coordinator record of a known version."""
 
 
 class Reader:

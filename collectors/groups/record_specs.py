@@ -1,5 +1,6 @@
-"""What every ``__consumer_offsets`` record type shares: its number, the kind of group it
-belongs to, its tombstones, and how its key and value are read.
+"""What every coordinator record type shares (``__consumer_offsets``'s and
+``__share_group_state``'s): its number, the kind of group it belongs to, its tombstones, how
+its key and value are read, and :func:`decode`, which reads any of them by a table of specs.
 
 The key starts with an int16 record type (Kafka's ``CoordinatorRecordType``, once called the
 key "version"), then the key's fields; the value starts with an int16 version. One value
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum, IntEnum, StrEnum
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, Mapping, TypeVar
 
 from collectors.groups.record_reader import MalformedRecord, Reader
 
@@ -48,6 +49,14 @@ class RecordType(IntEnum):
     STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT = 22
     STREAMS_GROUP_TOPOLOGY = 23
     STREAMS_GROUP_TARGET_ASSIGNMENT_RESOLVED_TOPIC_IDS = 24
+
+
+@dataclass(frozen=True)
+class UnknownRecord:
+    """A record type, or a value version of a known one, newer than this decoder."""
+
+    key_version: int  # the record type
+    value_version: int | None  # None for a tombstone, which has no value
 
 
 class GroupType(StrEnum):
@@ -119,6 +128,36 @@ class RecordSpec(Generic[R]):
                 first_error = first_error or error
         assert first_error is not None  # every spec has a layout
         raise first_error
+
+
+def decode(specs: Mapping[int, RecordSpec], key: bytes | None, value: bytes | None) -> object:
+    """One record by its type's spec; ``value=None`` is a tombstone. A type not in ``specs``,
+    or a value version past its spec's, is an :class:`UnknownRecord`."""
+    if key is None:
+        raise MalformedRecord("record has no key")
+    reader = Reader(key, "key")
+    record_type = reader.int16("key version")
+    if record_type < 0:
+        raise MalformedRecord(f"key: negative key version {record_type}")
+    spec = specs.get(record_type)
+    if spec is None:
+        return UnknownRecord(record_type, None if value is None else _value_version(value, "value"))
+    reader.what = f"{spec.name}Key"
+    fields = spec.read_key(reader)
+    reader.end()
+    if value is None:
+        return spec.tombstone(fields)
+    version = _value_version(value, f"{spec.name}Value")
+    if version > spec.max_version:
+        return UnknownRecord(record_type, version)
+    return spec.value(fields, value, version)
+
+
+def _value_version(value: bytes, what: str) -> int:
+    version = Reader(value, what).int16("version")
+    if version < 0:
+        raise MalformedRecord(f"{what}: negative version {version}")
+    return version
 
 
 def string_key(*fields: str) -> Callable[[Reader], Key]:

@@ -5,7 +5,8 @@ Share groups were early access in 4.0, whose v0 layouts of types 11 and 15 diffe
 (the subscribed topics) is 4.0's only: 4.1 replaced it by a hash in type 11.
 
 Type 15 says which share-partitions have state in the share coordinator: the state itself
-(start offsets, in-flight batches) lives in ``__share_group_state``, not read here.
+(start offsets, in-flight batches) lives in ``__share_group_state``, which
+:mod:`share_state_codec` reads.
 """
 
 from __future__ import annotations

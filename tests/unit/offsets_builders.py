@@ -1,11 +1,13 @@
-"""Encoders of ``__consumer_offsets`` records, for the group collector's tests, byte by byte.
+"""Encoders of ``__consumer_offsets`` and ``__share_group_state`` records, for the group
+collector's tests, byte by byte.
 
-Written from Kafka's schemas (group-coordinator/src/main/resources/common/message/*.json of
-the 4.3 line, and of 3.7 and 4.0 for their early-access layouts), independently of the
-decoders under test: a decoder reading a field in the wrong place or width fails here.
-Every key is ``int16 record type`` + its fields (never flexible); every value ``int16
-version`` + its fields, flexible from v0 for the group records (compact lengths, tagged
-fields ending every struct) and from v4 for the classic ones.
+Written from Kafka's schemas (group-coordinator/ and share-coordinator/
+src/main/resources/common/message/*.json of the 4.3 line, and of 3.7 and 4.0 for their
+early-access layouts), independently of the decoders under test: a decoder reading a field
+in the wrong place or width fails here. Every key is ``int16 record type`` + its fields
+(never flexible); every value ``int16 version`` + its fields, flexible from v0 for the group
+and share-state records (compact lengths, tagged fields ending every struct) and from v4 for
+the classic ones.
 """
 
 from __future__ import annotations
@@ -42,10 +44,11 @@ from collectors.groups.offsets_codec import (
     TargetAssignmentMetadata,
     TopicPartitions,
 )
+from collectors.groups.share_state_codec import ShareSnapshot, ShareUpdate, StateBatch
 
 T = TypeVar("T")
 
-EARLY_ACCESS = "early access"  # 3.7's consumer-group layouts, 4.0's share-group layouts
+EARLY_ACCESS = "early access"  # 3.7's consumer-group layouts, 4.0's share-group and share-state ones
 CURRENT = "current"  # 4.3's
 
 
@@ -397,3 +400,36 @@ def _subtopology(w: Writer, s: object) -> None:
 
 def _topic_info(w: Writer, name: str) -> None:
     w.string(name).int32(0).int16(3).each([("cleanup.policy", "compact")], _key_value).tags()
+
+
+# --- __share_group_state records: types 0-1 ---------------------------------------------
+
+
+def share_state_key(record_type: int, group: str, topic_id: str, partition: int) -> bytes:
+    return Writer().int16(record_type).string(group).uuid(topic_id).int32(partition).done()
+
+
+def encode_share_state(
+    record: ShareSnapshot | ShareUpdate, layout: str = CURRENT, tags: dict[int, bytes] | None = None
+) -> tuple[bytes, bytes]:
+    """Key and value of a ShareSnapshot (type 0) or ShareUpdate (1); 4.0's early-access layout
+    has a uint16 snapshot epoch and no timestamps. `tags` are added to the value's own."""
+    early = layout == EARLY_ACCESS
+    snapshot = isinstance(record, ShareSnapshot)
+    k = share_state_key(0 if snapshot else 1, record.group, record.topic_id, record.partition)
+    w = flexible().int16(0)
+    w.uint16(record.snapshot_epoch) if early else w.int32(record.snapshot_epoch)
+    if snapshot:
+        w.int32(record.state_epoch)
+    w.int32(record.leader_epoch).int64(record.start_offset)
+    if snapshot and not early:
+        w.int64(record.create_timestamp_ms).int64(record.write_timestamp_ms)
+    w.each(record.state_batches, _state_batch)
+    extra = dict(tags or {})
+    if record.delivery_complete_count != -1:  # 4.2's tag 0, default -1
+        extra[0] = tag_int32(record.delivery_complete_count)
+    return k, w.tags(extra).done()
+
+
+def _state_batch(w: Writer, b: StateBatch) -> None:
+    w.int64(b.first_offset).int64(b.last_offset).int8(b.delivery_state).int16(b.delivery_count).tags()

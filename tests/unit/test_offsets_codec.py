@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import struct
-from typing import get_args
+from typing import Callable, get_args
 
 import pytest
 
@@ -381,12 +381,18 @@ def test_assignment_of_other_protocols_is_not_decoded() -> None:
 # --- Fuzzing: only records or MalformedRecord, ever ----------------------------------
 
 
-def decode_or_malformed(key: bytes | None, value: bytes | None) -> object:
+def decode_or_malformed(
+    key: bytes | None,
+    value: bytes | None,
+    decoder: Callable[[bytes | None, bytes | None], object] = decode_record,
+    records: object = Record,
+) -> object:
+    """What `decoder` makes of the bytes: one of `records` (a union), or the MalformedRecord."""
     try:
-        record = decode_record(key, value)
+        record = decoder(key, value)
     except MalformedRecord as error:
         return error
-    assert isinstance(record, get_args(Record))
+    assert isinstance(record, get_args(records))
     return record
 
 
