@@ -108,16 +108,17 @@ class AdminPoller:
             return
         listed_groups, complete = listed
         modern = self._modern.groups()
-        groups = sorted(set(listed_groups) - modern)
+        groups = sorted(set(listed_groups) - modern.keys())
         # described too when the listing is complete: whether a group it lacks is gone (present_groups)
-        missing = sorted(self._book.emitted_groups() - set(groups) - modern) if complete else []
+        missing = sorted(self._book.emitted_groups() - set(groups) - modern.keys()) if complete else []
         described, failed = self._describe(groups + missing)
         # a lag emission is the resync too: it sends every group's full state
         lag_due = self._resync.is_set() or started >= self._next_lag
         if lag_due:
             self._resync.clear()
             self._next_lag = started + self._config.lag_interval_s
-            self._refresh_committed(groups + sorted(modern))
+            # a share group commits no offsets: the reader has its start offsets instead
+            self._refresh_committed(groups + sorted(g for g, kind in modern.items() if kind != "share"))
         committed = {g: {tp: o for tp, o in offsets.items() if self._config.topics(tp[0])}
                      for g, offsets in self._book.committed(groups + sorted(modern)).items()}
         end_offsets = self._sample_end_offsets({tp for offsets in committed.values() for tp in offsets})

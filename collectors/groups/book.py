@@ -113,9 +113,10 @@ class ModernStates:
             self._lags.pop(group, None)
             return self._states.pop(group, None) is not None
 
-    def groups(self) -> set[str]:
+    def groups(self) -> dict[str, str]:
+        """Each group and its type."""
         with self._lock:
-            return set(self._states)
+            return {group: state.group_type for group, state in self._states.items()}
 
     def emit_lags(self, lags: Mapping[str, dict[str, TopicLag]]) -> None:
         """Every group again, with its lag (the poller's lag interval, and its resyncs)."""

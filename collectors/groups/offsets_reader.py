@@ -18,7 +18,9 @@ revive a group deleted later in the same log and count its rebalances again (the
 generation steps between the stream's state and the outcome still count).
 
 Offset commits only update the committed offsets lag is computed from (no event per
-commit). Records that cannot be decoded are counted, logged with partition and offset,
+commit). A share group commits none: its lag is behind its share-partitions' start offsets, which
+the share coordinator keeps in ``__share_group_state``, read here beside it (from its beginning:
+it is state, not history). Records that cannot be decoded are counted, logged with partition and offset,
 and skipped. The consumer reads committed transactions only (``read_committed``), so an
 aborted transactional offset commit never counts.
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, Message, TopicPartition
@@ -37,12 +40,15 @@ from collectors.groups.modern_groups import GroupFold, ModernGroup, apply, group
 from collectors.groups.offsets_codec import (GroupMetadata, MalformedRecord, OffsetCommit, OffsetTombstone,
                                              UnknownRecord, decode_record)
 from collectors.groups.outputs import SOURCE, Emitter
+from collectors.groups.share_delivery import ShareProgress, SharePartition, delivered_to, progress_after
+from collectors.groups.share_state_codec import ShareSnapshot, ShareStateTombstone, ShareUpdate, decode_share_state
 from collectors.groups.states import TopicNamer, state_from_metadata, state_from_modern
 from kmon.events import GroupState
 
 log = logging.getLogger("kmon.collector.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+SHARE_STATE_TOPIC = "__share_group_state"   # KIP-932: made with the first share group's state
 
 
 class OffsetsReader:
@@ -56,7 +62,9 @@ class OffsetsReader:
         self._names = names
         self._folds: dict[str, GroupFold] = {}   # every group the records describe
         self._writing: dict[str, tuple[int, int]] = {}   # group -> (partition, timestamp) of its write being read
-        self._unknown: set[tuple[int, int | None]] = set()   # record types and versions said once
+        self._unknown: set[tuple[str, int, int | None]] = set()   # topic, record type and version said once
+        self._shares: dict[SharePartition, ShareProgress] = {}
+        self._share_state_read = False   # its partitions assigned
         self._last: dict[str, GroupState] = {}   # last state emitted per group: no repeats
         self._at_end: set[int] = set()           # partitions read up to their end once
         # partition -> group -> its outcome so far in that partition's history (None: deleted)
@@ -103,8 +111,27 @@ class OffsetsReader:
             stop.wait(self._config.poll_interval_s)
         return False
 
+    def _read_share_state(self, consumer: Consumer) -> None:
+        """Add the share coordinator's topic to what is read, once it exists."""
+        try:
+            topic = consumer.list_topics(SHARE_STATE_TOPIC, timeout=self._config.request_timeout_s) \
+                .topics.get(SHARE_STATE_TOPIC)
+        except Exception as e:
+            log.debug("metadata of %s: %s", SHARE_STATE_TOPIC, e)
+            return
+        if topic is not None and topic.error is None and topic.partitions:
+            consumer.incremental_assign([TopicPartition(SHARE_STATE_TOPIC, p, OFFSET_BEGINNING)
+                                         for p in topic.partitions])
+            self._share_state_read = True
+            log.info("reading %d partitions of %s: the share groups' delivery", len(topic.partitions),
+                     SHARE_STATE_TOPIC)
+
     def _consume(self, consumer: Consumer, stop: threading.Event) -> None:
+        look_for_share_state = 0.0
         while not stop.is_set():
+            if not self._share_state_read and time.monotonic() >= look_for_share_state:
+                look_for_share_state = time.monotonic() + self._config.poll_interval_s
+                self._read_share_state(consumer)
             for message in consumer.consume(num_messages=500, timeout=0.5):
                 try:
                     self.handle(message)
@@ -116,8 +143,13 @@ class OffsetsReader:
     def handle(self, message: Message) -> None:
         """One consumed message: a record, an end-of-partition notice or a fetch error."""
         error = message.error()
+        if error is None and message.topic() == SHARE_STATE_TOPIC:
+            self._share_state(message)
+            return
         if error is not None:
             if error.code() == KafkaError._PARTITION_EOF:
+                if message.topic() == SHARE_STATE_TOPIC:
+                    return
                 self.flush()
                 self._at_end.add(message.partition())
                 self._emit_outcomes(message.partition())
@@ -140,7 +172,7 @@ class OffsetsReader:
             case OffsetTombstone(group=g, topic=t, partition=p):
                 self._book.uncommit(g, (t, p))
             case UnknownRecord():
-                self._unknown_record(message, record)
+                self._unknown_record(message, "", record)
             case _ if (group := group_of(record)) is not None and self._config.groups(group):
                 self._fold(message, group, record)
             # the rest (subscribed topics' metadata, regular expressions, share-partition state
@@ -202,18 +234,43 @@ class OffsetsReader:
         else:
             self._modern.upsert(state)
 
-    def _unknown_record(self, message: Message, record: UnknownRecord) -> None:
+    def _share_state(self, message: Message) -> None:
+        """One record of a share-partition's state: the first offset whose delivery is not done is
+        the share group's committed offset there, as far as lag is concerned."""
+        try:
+            record = decode_share_state(message.key(), message.value())
+        except MalformedRecord as e:
+            self._skip(message, "malformed", str(e))
+            return
+        if isinstance(record, UnknownRecord):
+            self._unknown_record(message, "share_state_", record)
+            return
+        assert isinstance(record, ShareSnapshot | ShareUpdate | ShareStateTombstone)
+        key = (record.group, record.topic_id, record.partition)
+        topic = self._names([record.topic_id])[record.topic_id]
+        progress = progress_after(self._shares.get(key), record)
+        done = delivered_to(progress) if progress is not None else None
+        if progress is None:
+            self._shares.pop(key, None)
+        else:
+            self._shares[key] = progress
+        if done is None:   # deleted, or its start offset not chosen yet
+            self._book.uncommit(record.group, (topic, record.partition))
+        elif self._config.groups(record.group) and self._config.topics(topic):
+            self._book.commit(record.group, (topic, record.partition), done)
+
+    def _unknown_record(self, message: Message, kind: str, record: UnknownRecord) -> None:
         """A record type or version newer than this kmon: counted by type, said once."""
-        kind = (record.key_version, record.value_version)
+        seen = (message.topic(), record.key_version, record.value_version)
         self._emitter.telemetry.metric("kmon_collector_malformed_total", source=SOURCE,
-                                       kind=f"unknown_record_{record.key_version}").inc()
-        if kind not in self._unknown:
-            self._unknown.add(kind)
+                                       kind=f"unknown_{kind}record_{record.key_version}").inc()
+        if seen not in self._unknown:
+            self._unknown.add(seen)
             log.warning("%s partition %d offset %d: record type %d%s is unknown to this kmon: skipped (counted; "
-                        "said once per type and version)", OFFSETS_TOPIC, message.partition(), message.offset(),
+                        "said once per type and version)", message.topic(), message.partition(), message.offset(),
                         record.key_version, "" if record.value_version is None else f" version {record.value_version}")
 
     def _skip(self, message: Message, kind: str, reason: str) -> None:
         self._emitter.telemetry.metric("kmon_collector_malformed_total", source=SOURCE, kind=kind).inc()
-        log.warning("%s partition %d offset %d skipped: %s", OFFSETS_TOPIC, message.partition(),
+        log.warning("%s partition %d offset %d skipped: %s", message.topic(), message.partition(),
                     message.offset(), reason)

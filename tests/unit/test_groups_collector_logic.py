@@ -27,8 +27,10 @@ from collectors.telemetry import Telemetry
 from kmon.codec import decode, encode
 from kmon.events import Event, GroupMember, GroupState, TopicLag
 from collectors.groups.offsets_codec import GroupTombstone, SubRecordTombstone
+from collectors.groups.share_state_codec import ShareSnapshot, ShareUpdate
 from tests.unit.offsets_builders import encode as encode_record
-from tests.unit.offsets_builders import group_key, group_value, offset_key, offset_value, tombstone
+from tests.unit.offsets_builders import (encode_share_state, group_key, group_value, offset_key, offset_value,
+                                        share_state_key, tombstone)
 from tests.unit.test_modern_groups import G, T, current, deletion, epoch, join, member, target, target_epoch
 from tests.unit.test_offsets_codec import sample_group, sample_offset
 
@@ -271,6 +273,7 @@ class Record:
     offset_: int = 0
     error_: KafkaError | None = None
     partition_: int = 0
+    topic_: str = "__consumer_offsets"
     # the coordinator's write it belongs to: each message its own write unless told
     timestamp_: int = field(default_factory=itertools.count(1_700_000_000_000).__next__)
 
@@ -278,6 +281,7 @@ class Record:
     def value(self) -> bytes | None: return self.value_
     def offset(self) -> int: return self.offset_
     def partition(self) -> int: return self.partition_
+    def topic(self) -> str: return self.topic_
     def error(self) -> KafkaError | None: return self.error_
     def timestamp(self) -> tuple[int, int]: return TIMESTAMP_TYPE_CREATE_TIME, self.timestamp_
 
@@ -436,6 +440,20 @@ def test_records_of_a_newer_kafka_are_counted_by_type_and_said_once(caplog: pyte
     assert [e.op for e in sink.events] == ["upsert"]
 
 
+def test_a_share_groups_start_offsets_are_its_committed_offsets() -> None:
+    """Read from __share_group_state: a snapshot, an update moving the start on, one keeping it."""
+    offsets, book, _, _ = reader()
+    snapshot = ShareSnapshot("jobs", T, 0, 1, 1, 3, 100, 1, 2, -1, ())
+    state = lambda r: Record(*encode_share_state(r), topic_="__share_group_state")  # noqa: E731
+    handle_all(offsets, state(snapshot), state(ShareSnapshot("jobs", T, 1, 1, 1, 3, -1, 1, 2, -1, ())))
+    assert book.committed(["jobs"]) == {"jobs": {("orders", 0): 100}}   # partition 1: no start offset yet
+    handle_all(offsets, state(ShareUpdate("jobs", T, 0, 1, -1, 140, -1, ())),
+               state(ShareUpdate("jobs", T, 0, 1, -1, -1, -1, ())))
+    assert book.committed(["jobs"]) == {"jobs": {("orders", 0): 140}}
+    handle_all(offsets, Record(share_state_key(0, "jobs", T, 0), None, topic_="__share_group_state"))
+    assert book.committed(["jobs"]) == {}
+
+
 def test_modern_groups_get_their_lag_from_the_poller_never_an_older_state() -> None:
     sink = Sink()
     modern = ModernStates(Emitter("c", sink, Telemetry("c")))
@@ -444,7 +462,8 @@ def test_modern_groups_get_their_lag_from_the_poller_never_an_older_state() -> N
     modern.upsert(GroupState("m", "Stable", 2, group_type="consumer", origin="offsets", assignment_epoch=2))
     assert [(e.data.state, e.data.lag) for e in sink.events] == [
         ("Reconciling", {}), ("Reconciling", {"orders": TopicLag(5, 1.0)}), ("Stable", {"orders": TopicLag(5, 1.0)})]
-    assert modern.forget("m") and modern.groups() == set()
+    assert modern.groups() == {"m": "consumer"}
+    assert modern.forget("m") and modern.groups() == {}
 
 
 def test_end_of_every_partition_means_caught_up() -> None:
