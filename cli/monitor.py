@@ -22,6 +22,7 @@ class MonitorOptions:
     events_topic: str = EVENTS_TOPIC
     trigger_seconds: float | None = None   # None: kmon stream's own default
     groups_poll_seconds: float = 5.0
+    groups_lag_seconds: float | None = None   # None: kmon collect groups' own default
     spark_master: str = "local[2]"
 
 
@@ -51,7 +52,8 @@ def _watched(s: StackState, opts: MonitorOptions, source: str) -> list[str]:
     client = ("--command-config", str(secure.kafka_client)) if secure else ()
     if source == "kraft":   # the quorum itself: under KRaft the active controller is its leader
         return ["--controllers", s.controllers, *client]
-    return ["--bootstrap-servers", s.bootstrap_servers, "--poll-interval", str(opts.groups_poll_seconds), *client]
+    lag = ("--lag-interval", str(opts.groups_lag_seconds)) if opts.groups_lag_seconds else ()
+    return ["--bootstrap-servers", s.bootstrap_servers, "--poll-interval", str(opts.groups_poll_seconds), *lag, *client]
 
 
 def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
