@@ -178,6 +178,12 @@ CATALOG: tuple[MetricSpec, ...] = (
     _m("collector_metadata_lag_records", "gauge", (),
        "KRaft: committed metadata records the collector has not read yet (the high watermark minus its offset).",
        "collector", kraft_only=True),
+    _m("collector_broker_reachable", "gauge", ("broker",),
+       "1 while the broker answers kmon's probe (an ApiVersions request on one of its listeners, every second), "
+       "0 once it refused, reset or stayed silent past the probe's timeout: unreachable from kmon, which is not "
+       "yet dead to Kafka. Probed by the ZooKeeper and KRaft collectors, for every registered broker.", "collector"),
+    _m("collector_broker_probe_seconds", "gauge", ("broker",),
+       "Seconds the latest probe of the broker took, answered or not.", "collector"),
     _m("collector_admin_calls_total", "counter", ("call",), "Kafka Admin API calls made.", "collector"),
     _m("collector_poll_duration_seconds", "gauge", (), "Duration of the latest group poll cycle.", "collector"),
     _m("collector_end_offsets_unknown", "gauge", (),

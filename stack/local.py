@@ -31,7 +31,6 @@ import shutil
 import signal
 import socket
 import ssl
-import struct
 import subprocess
 import sys
 import time
@@ -48,6 +47,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from kmon.client_config import KafkaClientProperties, ZooKeeperClientProperties
+from kmon.reachability import kafka_probe
 from kmon.toolchain import Toolchain
 from stack import configs
 from stack.owner import Busy, OwnerLock
@@ -882,29 +882,9 @@ def metadata_brokers(port: int, client: dict[str, str] | None = None) -> set[int
 
 
 def answers_api_versions(port: int, tls: ssl.SSLContext | None = None) -> bool:
-    """The Kafka server on ``port`` answers an ApiVersions request (v0): it serves requests, which is
-    more than listening. A KRaft controller is asked so, as no client library here talks to one.
-    ``tls``: the listener is TLS (SASL too: Kafka answers ApiVersions before the login)."""
-    correlation = 7
-    client = b"kmon-stack"
-    request = struct.pack(">hhih", 18, 0, correlation, len(client)) + client
-    with socket.create_connection(("127.0.0.1", port), timeout=2) as plain, \
-            (tls.wrap_socket(plain, server_hostname="127.0.0.1") if tls else plain) as s:
-        s.sendall(struct.pack(">i", len(request)) + request)
-        head = _read(s, 4)
-        answer = _read(s, struct.unpack(">i", head)[0])
-    got, error = struct.unpack(">ih", answer[:6])
-    return got == correlation and error == 0
-
-
-def _read(s: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = s.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("closed by the server")
-        data += chunk
-    return data
+    """The Kafka server on ``port`` answers an ApiVersions request: it serves requests, which is more
+    than listening. A KRaft controller is asked so, as no client library here talks to one."""
+    return kafka_probe("127.0.0.1", port, 2.0, tls) is None
 
 
 def four_letter(port: int, word: str) -> str:

@@ -30,7 +30,7 @@ from collectors.groups.config import GroupsConfig, NameFilter
 from collectors.groups.offsets_reader import OffsetsReader
 from collectors.groups.outputs import Emitter
 from collectors.groups.topic_names import TopicNames
-from collectors.runner import EventSink
+from collectors.protocol import EventSink
 from collectors.telemetry import Telemetry
 from kmon.reachability import MONITORED_BOOTSTRAP, Reachability, keep_probing, tcp_probe
 

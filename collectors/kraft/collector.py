@@ -26,7 +26,7 @@ from collectors.kraft.connection import ClientSecurity, Connection, ControllerEr
 from collectors.kraft.image import SOURCE, MetadataImage
 from collectors.kraft.quorum import quorum_state
 from collectors.kraft.records import MalformedRecord, batches, decode, leader_change
-from collectors.runner import EventSink, publish_all
+from collectors.protocol import EventSink, publish_all
 from collectors.telemetry import Telemetry
 from kmon import __version__
 from kmon.events import ControllerState, Event, LogMeta, QuorumState

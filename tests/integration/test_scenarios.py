@@ -78,7 +78,13 @@ def test_1_follower_killed_shrinks_isr_then_expands_after_restart(mon: LocalStac
     wait_for_topic(mon, topic, 3)
     controller = mon.controller_id()
     victim = next(b for b in mon.broker_ids() if b != controller)
+    eventually(lambda: collector_value(mon, "zk", "kmon_collector_broker_reachable", broker=str(victim)) == 1, 30,
+               "the broker answers kmon's probe")
     mon.kill_broker(victim)
+    # kmon's own probe says so before ZooKeeper's session does
+    eventually(lambda: collector_value(mon, "zk", "kmon_collector_broker_reachable", broker=str(victim)) == 0, 10,
+               "the killed broker unreachable from kmon")
+    assert v(mon, "kmon_broker_up", broker=str(victim)) == 1, "Kafka does not call it dead yet"
     eventually(lambda: v(mon, "kmon_broker_up", broker=str(victim)) == 0, 90, "broker down exported")
     eventually(lambda: v(mon, "kmon_isr_shrinks_total", topic=topic, broker=str(victim)) == 3, 90,
                "one shrink per partition")
@@ -86,6 +92,7 @@ def test_1_follower_killed_shrinks_isr_then_expands_after_restart(mon: LocalStac
     assert v(mon, "kmon_brokers") == 2
     eventually(lambda: {"BrokerDown", "UnderReplicatedPartitions", "IsrShrinking"} <= firing(mon), 150,
                "alerts firing in Prometheus")
+    assert ever_fired(mon, "BrokerUnreachable", "5m", broker=str(victim)), "kmon's probe alert came first"
     mon.start_broker(victim)
     eventually(lambda: v(mon, "kmon_under_replicated_partitions", topic=topic) == 0, 120, "URP back to 0")
     eventually(lambda: v(mon, "kmon_isr_expands_total", topic=topic, broker=str(victim)) == 3, 60, "expands")

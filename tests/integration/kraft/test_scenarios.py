@@ -169,12 +169,20 @@ def test_k5b_a_leader_killed_moves_leaders_and_a_preferred_election_restores_the
 def test_k5c_a_hung_broker_is_fenced_after_its_session_and_unfenced_when_it_resumes(mon: LocalStack) -> None:
     eventually(lambda: v(mon, "kmon_brokers") == 3, 120, "all brokers back")
     victim = next(n for n in (1, 2, 3) if n != quorum(mon).leader_id)
+    assert mon.state
+    probed = lambda: value(mon.state.collector_ports["kraft"], "kmon_collector_broker_reachable", CLUSTER,  # noqa: E731
+                           broker=str(victim))
+    eventually(lambda: probed() == 1, 30, "the broker answers kmon's probe")
     mon.send_signal(node_of(mon, victim), signal.SIGSTOP)
     try:
+        # hung: its kernel still accepts connections, nothing answers them; kmon says so before the fencing
+        eventually(lambda: probed() == 0, 10, "the hung broker unreachable from kmon")
+        assert v(mon, "kmon_broker_fenced", broker=str(victim)) == 0, "not fenced yet"
         eventually(lambda: v(mon, "kmon_broker_fenced", broker=str(victim)) == 1, 60, "fenced past its session")
     finally:
         mon.send_signal(node_of(mon, victim), signal.SIGCONT)
     eventually(lambda: v(mon, "kmon_broker_fenced", broker=str(victim)) == 0, 60, "unfenced when it resumes")
+    eventually(lambda: probed() == 1, 30, "answering kmon again")
 
 
 def test_k5d_the_stream_app_killed_comes_back_with_no_counter_lower(mon: LocalStack) -> None:
