@@ -203,6 +203,10 @@ class GroupState:
     # the group epoch, ``generation``, while Assigning), and how many members have not reconciled yet
     assignment_epoch: Annotated[int, Range(-1, INT32_MAX)] | None = None
     reconciling: Int32 = 0
+    # its consumers judged from their offsets over a sliding window (collectors/groups/consumer_status.py):
+    # ok, falling_behind, rewound, stopped, stalled; None: not judged (yet, or not by this event)
+    status: str | None = None
+    partition_status: Mapping[str, str] = field(default_factory=dict)   # "topic:partition" -> status, not ok
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ GROUP_STATES: dict[str, tuple[str, ...]] = {
     "streams": ("Empty", "NotReady", "Assigning", "Reconciling", "Stable", "Dead"),   # KIP-1071
 }
 GROUP_TYPES = tuple(GROUP_STATES)
+# the verdicts on a group's consumers (collectors/groups/consumer_status.py), from good to worst
+CONSUMER_STATUSES = ("ok", "falling_behind", "rewound", "stopped", "stalled")
 
 CATALOG: tuple[MetricSpec, ...] = (
     # controller family
@@ -141,6 +143,12 @@ CATALOG: tuple[MetricSpec, ...] = (
     _m("consumer_group_reconciling_members", "gauge", ("group", "type"),
        "Members that have not reconciled with the target assignment yet (still revoking or waiting for "
        "partitions). Consumer, share and streams groups only.", "groups"),
+    _m("consumer_group_status", "gauge", ("group", "type", "status"),
+       "1 for the verdict on the group's consumers from their committed and end offsets over a sliding window "
+       "(ok, falling_behind, rewound, stopped, stalled: its worst partition's), 0 for the others; absent until "
+       "judged.", "groups"),
+    _m("consumer_group_partition_status", "gauge", ("group", "type", "topic", "partition", "status"),
+       "1 for each partition of the group whose consumer is not ok, with the verdict on it.", "groups"),
     _m("consumer_group_lag", "gauge", ("group", "type", "topic"),
        "Messages behind the end offsets (share groups: the share-partitions' start offsets).", "groups"),
     _m("consumer_group_lag_seconds", "gauge", ("group", "type", "topic"),

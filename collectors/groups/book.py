@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Mapping
 
@@ -89,28 +89,43 @@ class GroupBook:
             return set(self._emitted)
 
 
+@dataclass(frozen=True)
+class Offsets:
+    """What the poller measures of a group's offsets: its lag and the verdict on its consumers."""
+    lag: Mapping[str, TopicLag] = field(default_factory=dict)
+    status: str | None = None
+    partition_status: Mapping[str, str] = field(default_factory=dict)
+
+    def on(self, state: GroupState) -> GroupState:
+        return replace(state, lag=self.lag, status=self.status, partition_status=self.partition_status)
+
+
+NO_OFFSETS = Offsets()
+
+
 class ModernStates:
     """The groups of Kafka 4's protocols (consumer, share, streams) as the __consumer_offsets reader
     folded them. Their records are the exact source (the Admin API's descriptions know neither
-    their epochs nor Assigning and Reconciling), so the poller only adds their lag; both threads
-    emit them under one lock, so that a lag emission never carries an older state after a newer one."""
+    their epochs nor Assigning and Reconciling), so the poller only adds what it measures of their
+    offsets; both threads emit them under one lock, so that no emission carries an older state
+    after a newer one."""
 
     def __init__(self, emitter: Emitter) -> None:
         self._emitter = emitter
         self._lock = threading.Lock()
         self._states: dict[str, GroupState] = {}
-        self._lags: dict[str, dict[str, TopicLag]] = {}
+        self._offsets: dict[str, Offsets] = {}
 
     def upsert(self, state: GroupState) -> None:
         with self._lock:
             self._states[state.group] = state
-            self._emitter.upsert(replace(state, lag=self._lags.get(state.group, {})))
+            self._emitter.upsert(self._offsets.get(state.group, NO_OFFSETS).on(state))
 
     def forget(self, group: str) -> bool:
         """No longer a group of these protocols (deleted, or moved back to the classic protocol);
         True if it was one."""
         with self._lock:
-            self._lags.pop(group, None)
+            self._offsets.pop(group, None)
             return self._states.pop(group, None) is not None
 
     def groups(self) -> dict[str, str]:
@@ -118,9 +133,11 @@ class ModernStates:
         with self._lock:
             return {group: state.group_type for group, state in self._states.items()}
 
-    def emit_lags(self, lags: Mapping[str, dict[str, TopicLag]]) -> None:
-        """Every group again, with its lag (the poller's lag interval, and its resyncs)."""
+    def emit_offsets(self, offsets: Mapping[str, Offsets], groups: set[str] | None = None) -> None:
+        """Groups again with what the poller measured: every one (the lag interval, a resync), or
+        ``groups`` (their consumers' status changed)."""
         with self._lock:
             for group, state in self._states.items():
-                self._lags[group] = lags.get(group, {})
-                self._emitter.upsert(replace(state, lag=self._lags[group]))
+                if groups is None or group in groups:
+                    self._offsets[group] = offsets.get(group, NO_OFFSETS)
+                    self._emitter.upsert(self._offsets[group].on(state))

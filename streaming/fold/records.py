@@ -188,10 +188,11 @@ def _moved_protocol(prev: GroupState, new: GroupState) -> bool:
 
 def _merge_group(prev: GroupState, new: GroupState) -> GroupState:
     """Keep what the new event does not know: the Admin API has no generation (-1),
-    and a __consumer_offsets record measures no lag."""
+    and a __consumer_offsets record measures no lag and judges no offsets."""
     generation = prev.generation if new.generation < 0 else new.generation
     lag = prev.lag if new.origin == "offsets" and not new.lag else new.lag
-    return replace(new, generation=generation, lag=lag)
+    judged = new if new.status is not None else prev
+    return replace(new, generation=generation, lag=lag, status=judged.status, partition_status=judged.partition_status)
 
 
 def _state_since(prev: Any, new: Any, live: EntityRecord | None, event: Event) -> int | None:

@@ -1,6 +1,7 @@
 """The groups family: each consumer group's state, members, generation (a modern group's epoch),
-rebalances, time in its state, assignor and lag, and for the protocols of Kafka 4 (consumer, share,
-streams) its target assignment's epoch and the members still reconciling. Every series carries the
+rebalances, time in its state, assignor, lag and the verdict on its consumers (per partition where
+not ok), and for the protocols of Kafka 4 (consumer, share, streams) its target assignment's epoch
+and the members still reconciling. Every series carries the
 group's type. Rendered per group, so a change re-renders its group only; the time in state is
 rendered by each scrape."""
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Iterator
 
 from kmon.events import GroupState
 from kmon.history import REBALANCES
-from kmon.metrics import GROUP_STATES
+from kmon.metrics import CONSUMER_STATUSES, GROUP_STATES
 from streaming.fold.records import EntityRecord
 from streaming.views.cluster import ClusterModel
 from streaming.views.exposition import Sample, Since, Text, render
@@ -42,6 +43,13 @@ def _samples(record: EntityRecord) -> Iterator[Sample]:
     if g.assignment_epoch is not None:
         yield "kmon_consumer_group_assignment_epoch", group, g.assignment_epoch
         yield "kmon_consumer_group_reconciling_members", group, g.reconciling
+    if g.status is not None:
+        for s in CONSUMER_STATUSES if g.status in CONSUMER_STATUSES else (*CONSUMER_STATUSES, g.status):
+            yield "kmon_consumer_group_status", {**group, "status": s}, int(s == g.status)
+    for where, verdict in g.partition_status.items():
+        topic, _, partition = where.rpartition(":")
+        yield "kmon_consumer_group_partition_status", {**group, "topic": topic, "partition": partition,
+                                                       "status": verdict}, 1
     for t, lag in g.lag.items():
         yield "kmon_consumer_group_lag", {**group, "topic": t}, lag.lag
         if lag.lag_seconds is not None:

@@ -13,7 +13,7 @@ import streaming.views.self
 from kmon import http
 from kmon.events import (BrokerState, ControllerState, Endpoint, GroupState, PartitionState, QuorumReplica,
                          QuorumState, TopicLag)
-from kmon.metrics import BY_NAME, GROUP_STATES, known_series_names
+from kmon.metrics import BY_NAME, CONSUMER_STATUSES, GROUP_STATES, known_series_names
 from streaming.exporter import serve_metrics
 from streaming.published import LatestPublished, Published
 from streaming.views import CLUSTER_FAMILIES, ViewOptions, Views
@@ -35,7 +35,9 @@ RECORDS = [*BROKERS,
                {"rebalances": 5}, source="groups", state_since_ms=1_000),
            # a group of KIP-848's consumer protocol, one of its two members still reconciling
            rec("group", "group:m", GroupState("m", "Reconciling", 7, protocol="uniform", group_type="consumer",
-                                              assignment_epoch=7, reconciling=1), {"rebalances": 2}, source="groups")]
+                                              assignment_epoch=7, reconciling=1, status="stalled",
+                                              partition_status={"orders:3": "stalled"}),
+               {"rebalances": 2}, source="groups")]
 # what a KRaft collector adds: a fenced broker, a partition with an eligible leader replica, the quorum
 KRAFT_RECORDS = [
     rec("broker", "broker:6", BrokerState(6, "h6", 9092, None, fenced=True, incarnation_id="i6", broker_epoch=40),
@@ -122,6 +124,12 @@ def test_values_the_views_tests_do_not_cover():
     assert value(s, "kmon_consumer_group_reconciling_members", group="m", type="consumer") == 1
     assert value(s, "kmon_consumer_group_generation", group="m", type="consumer") == 7
     assert value(s, "kmon_consumer_group_assignment_epoch", group="g", type="classic") is None
+    # the verdict on its consumers: one status set, the partitions not ok named
+    assert [value(s, "kmon_consumer_group_status", group="m", type="consumer", status=st) for st in CONSUMER_STATUSES] \
+        == [int(st == "stalled") for st in CONSUMER_STATUSES]
+    assert value(s, "kmon_consumer_group_partition_status", group="m", type="consumer", topic="orders", partition=3,
+                 status="stalled") == 1
+    assert value(s, "kmon_consumer_group_status", group="g", type="classic", status="ok") is None   # not judged
 
 
 def test_time_in_state_is_rendered_by_each_scrape():

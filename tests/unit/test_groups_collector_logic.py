@@ -15,7 +15,7 @@ from confluent_kafka import (TIMESTAMP_CREATE_TIME as TIMESTAMP_TYPE_CREATE_TIME
 from confluent_kafka.admin import ConsumerGroupDescription, MemberAssignment, MemberDescription
 
 from collectors.groups.admin_poll import present_groups, refused, wait_for
-from collectors.groups.book import GroupBook, ModernStates, Seen
+from collectors.groups.book import GroupBook, ModernStates, Offsets, Seen
 from collectors.groups.config import GroupsConfig, NameFilter
 from collectors.groups.gather import batches, gather
 from collectors.groups.lag import LagTable
@@ -458,10 +458,12 @@ def test_modern_groups_get_their_lag_from_the_poller_never_an_older_state() -> N
     sink = Sink()
     modern = ModernStates(Emitter("c", sink, Telemetry("c")))
     modern.upsert(GroupState("m", "Reconciling", 2, group_type="consumer", origin="offsets", assignment_epoch=2))
-    modern.emit_lags({"m": {"orders": TopicLag(5, 1.0)}})
+    modern.emit_offsets({"m": Offsets({"orders": TopicLag(5, 1.0)}, "stalled", {"orders:0": "stalled"})})
     modern.upsert(GroupState("m", "Stable", 2, group_type="consumer", origin="offsets", assignment_epoch=2))
-    assert [(e.data.state, e.data.lag) for e in sink.events] == [
-        ("Reconciling", {}), ("Reconciling", {"orders": TopicLag(5, 1.0)}), ("Stable", {"orders": TopicLag(5, 1.0)})]
+    assert [(e.data.state, e.data.lag, e.data.status) for e in sink.events] == [
+        ("Reconciling", {}, None), ("Reconciling", {"orders": TopicLag(5, 1.0)}, "stalled"),
+        ("Stable", {"orders": TopicLag(5, 1.0)}, "stalled")]
+    assert sink.events[-1].data.partition_status == {"orders:0": "stalled"}
     assert modern.groups() == {"m": "consumer"}
     assert modern.forget("m") and modern.groups() == {}
 
