@@ -123,6 +123,9 @@ CATALOG: tuple[MetricSpec, ...] = (
        "Partitions whose leader is not the first assigned replica (Kafka's rule, incl. its reassignment exception).", "balance"),
     _m("broker_replica_partitions", "gauge", ("broker",), "Replicas hosted per broker.", "balance"),
     _m("reassigning_partitions", "gauge", (), "Partitions under reassignment.", "balance"),
+    _m("reassignment_replicas_pending", "gauge", (),
+       "Replicas being added by reassignments that have not joined their partition's ISR yet (still copying).",
+       "balance"),
     # consumer groups family
     # (type: classic, consumer, share or streams: the rebalance protocol the group runs)
     _m("consumer_group_state", "gauge", ("group", "type", "state"),

@@ -266,6 +266,9 @@ def test_reassignment_exception_of_the_preferred_replica_imbalance():
     assert value(joining, "kmon_preferred_replica_imbalance") == 0     # not counted until 3 is in the ISR
     assert value(joined, "kmon_preferred_replica_imbalance") == 1
     assert value(joining, "kmon_reassigning_partitions") == 1
+    # the replica being added is still copying until it joins the ISR
+    assert (value(joining, "kmon_reassignment_replicas_pending"), value(joined, "kmon_reassignment_replicas_pending")) \
+        == (1, 0)
     # the original replica set [1,2] is fully in sync: no false under-replication
     assert value(joining, "kmon_under_replicated_partitions", topic="t") == 0
 
