@@ -17,6 +17,7 @@ from cli.monitor import checkpoint_dir
 from kmon.codec import decode, encode
 from kmon.events import Event, MalformedEvent, PartitionState, ZnodeMeta, entity_key
 from kmon.history import COUNTED, Transition, order_key
+from collectors.kraft.wire import QuorumInfo
 from stack.local import LocalStack
 from streaming.history_log import files, read
 from streaming.paths import history_dir
@@ -140,6 +141,24 @@ def reassign(stack: LocalStack, topic: str, partition: int, replicas: list[int])
     error, message = r.int16(), r.compact_nullable_string()
     errors = [(error_name(code), why) for topic_ in r.compact_array(topic_errors) or [] for code, why in topic_ if code]
     assert not error and not errors, (error_name(error), message, errors)
+
+
+def quorum(stack: LocalStack) -> QuorumInfo:
+    """The quorum as its leader describes it (any controller answers who leads)."""
+    from collectors.kraft import wire
+    from collectors.kraft.connection import ClientSecurity, Connection
+    assert stack.state
+    for address in stack.state.controllers.split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with Connection(host, int(port), ClientSecurity(), 5, "test") as conn:
+                info = wire.parse_describe_quorum(conn.call(wire.API_DESCRIBE_QUORUM, wire.DESCRIBE_QUORUM_VERSION,
+                                                            wire.describe_quorum_request()))
+        except OSError:
+            continue
+        if not info.error:
+            return info
+    raise AssertionError("no controller describes the quorum")
 
 
 def preferred_election(stack: LocalStack) -> None:

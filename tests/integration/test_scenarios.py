@@ -226,29 +226,29 @@ def test_5_rebalances_are_counted_once_per_generation_and_a_held_rebalance_shows
     try:
         # the generation too: an Admin API poll (no generation, -1) can show the group stable
         # before its __consumer_offsets record (generation 1) arrives
-        eventually(lambda: v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 1
-                   and v(mon, "kmon_consumer_group_members", group=group) == 1
-                   and (v(mon, "kmon_consumer_group_generation", group=group) or -1) >= 1, 120, "group stable")
-        gen0 = v(mon, "kmon_consumer_group_generation", group=group)
-        reb0 = v(mon, "kmon_consumer_group_rebalances_total", group=group)
+        eventually(lambda: v(mon, "kmon_consumer_group_state", group=group, type="classic", state="Stable") == 1
+                   and v(mon, "kmon_consumer_group_members", group=group, type="classic") == 1
+                   and (v(mon, "kmon_consumer_group_generation", group=group, type="classic") or -1) >= 1, 120, "group stable")
+        gen0 = v(mon, "kmon_consumer_group_generation", group=group, type="classic")
+        reb0 = v(mon, "kmon_consumer_group_rebalances_total", group=group, type="classic")
         members.append(Member(mon, group, topic))
-        eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) == 2
-                   and v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 1, 90, "second joined")
+        eventually(lambda: v(mon, "kmon_consumer_group_members", group=group, type="classic") == 2
+                   and v(mon, "kmon_consumer_group_state", group=group, type="classic", state="Stable") == 1, 90, "second joined")
         members.pop().leave()
-        eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) == 1
-                   and v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 1, 90, "second left")
-        eventually(lambda: v(mon, "kmon_consumer_group_generation", group=group) == gen0 + 2, 60, "generation")
-        assert v(mon, "kmon_consumer_group_rebalances_total", group=group) == reb0 + 2
+        eventually(lambda: v(mon, "kmon_consumer_group_members", group=group, type="classic") == 1
+                   and v(mon, "kmon_consumer_group_state", group=group, type="classic", state="Stable") == 1, 90, "second left")
+        eventually(lambda: v(mon, "kmon_consumer_group_generation", group=group, type="classic") == gen0 + 2, 60, "generation")
+        assert v(mon, "kmon_consumer_group_rebalances_total", group=group, type="classic") == reb0 + 2
 
         # hold the group in rebalance: the first member stops polling, so it cannot rejoin
         # until its max.poll.interval runs out, while a newcomer waits
         members[0].pause()
         members.append(Member(mon, group, topic))
-        eventually(lambda: v(mon, "kmon_consumer_group_state", group=group, state="PreparingRebalance") == 1,
+        eventually(lambda: v(mon, "kmon_consumer_group_state", group=group, type="classic", state="PreparingRebalance") == 1,
                    90, "PreparingRebalance exported")
-        eventually(lambda: (v(mon, "kmon_consumer_group_state_seconds", group=group) or 0) >= 10, 60,
+        eventually(lambda: (v(mon, "kmon_consumer_group_state_seconds", group=group, type="classic") or 0) >= 10, 60,
                    "time in state grows")
-        assert v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 0
+        assert v(mon, "kmon_consumer_group_state", group=group, type="classic", state="Stable") == 0
     finally:
         for m in members:
             m.paused.clear()
@@ -262,7 +262,7 @@ def test_5_rebalances_are_counted_once_per_generation_and_a_held_rebalance_shows
     except Exception as e:  # Kafka may have removed the empty, never-committed group already
         if "GROUP_ID_NOT_FOUND" not in str(e):
             raise
-    eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) is None, 90, "deleted group gone")
+    eventually(lambda: v(mon, "kmon_consumer_group_members", group=group, type="classic") is None, 90, "deleted group gone")
 
 
 def test_7_collector_and_stream_killed_restart_with_the_same_views_and_see_deletions(mon: LocalStack) -> None:
@@ -337,7 +337,7 @@ def test_9_every_dashboard_query_returns_data_for_its_scenario(mon: LocalStack) 
             return bool(ends)
         eventually(consumed_some, 60, "consumed and committed")
         member.paused.clear()
-        eventually(lambda: (v(mon, "kmon_consumer_group_lag", group=group, topic=topic) or 0) > 0, 120, "lag exported")
+        eventually(lambda: (v(mon, "kmon_consumer_group_lag", group=group, type="classic", topic=topic) or 0) > 0, 120, "lag exported")
         eventually(lambda: prom(mon, "/api/v1/query", query=f'kmon_consumer_group_lag_seconds{{group="{group}"}}')
                    ["result"], 90, "lag seconds scraped")
         # the fault panels need their faults: garbage in a znode and on the events topic, a dead follower
@@ -444,13 +444,13 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
         def one_more_rebalance_pair() -> bool:
             joining = Member(mon, group, group)
             try:
-                eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) == 2, 90, "a member joined")
+                eventually(lambda: v(mon, "kmon_consumer_group_members", group=group, type="classic") == 2, 90, "a member joined")
             finally:
                 joining.leave()
-            eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) == 1
-                       and v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 1, 90, "it left")
+            eventually(lambda: v(mon, "kmon_consumer_group_members", group=group, type="classic") == 1
+                       and v(mon, "kmon_consumer_group_state", group=group, type="classic", state="Stable") == 1, 90, "it left")
             return bool(prom(mon, "/api/v1/query", query=storm)["result"])
-        eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) == 1, 120, "storm group stable")
+        eventually(lambda: v(mon, "kmon_consumer_group_members", group=group, type="classic") == 1, 120, "storm group stable")
         eventually(one_more_rebalance_pair, 300, "a rebalance storm in Prometheus", interval=0)
     finally:
         steady.leave()
@@ -523,7 +523,7 @@ def test_12_a_restarted_groups_collector_does_not_revive_a_deleted_group(mon: Lo
     # what follows holds only if the stream took what the restarted collector sent
     eventually(lambda: applied() >= applied_before + emitted, 60, "the stream applied the re-read groups")
     settled = time.monotonic() + 10   # a few batches of the 0.5 s trigger
-    never(lambda: v(mon, "kmon_consumer_group_members", group="s5-group") is not None,
+    never(lambda: v(mon, "kmon_consumer_group_members", group="s5-group", type="classic") is not None,
           until=lambda: time.monotonic() > settled, timeout=30, what="s5-group exported again")
     assert rows() == before
 
@@ -575,7 +575,7 @@ def test_13_two_collectors_of_each_kind_count_every_transition_once(mon: LocalSt
         epoch0 = mon.controller_epoch()
         create_topic(mon, topic, partitions=3, rf=3)
         members += [Member(mon, group, topic), Member(mon, group, topic)]
-        eventually(lambda: all(value(mon.state.stream_port, "kmon_consumer_group_members", c, group=group) == 2
+        eventually(lambda: all(value(mon.state.stream_port, "kmon_consumer_group_members", c, group=group, type="classic") == 2
                                for c in (CLUSTER, ha)), 120, "the group with two members in both views")
         members.pop().leave()
         follower = next(b for b in mon.broker_ids() if b != mon.controller_id())
@@ -592,7 +592,7 @@ def test_13_two_collectors_of_each_kind_count_every_transition_once(mon: LocalSt
         mon.start_broker(controller)
         members.pop().leave()
         eventually(lambda: all(value(mon.state.stream_port, "kmon_under_replicated_partitions", c, topic=topic) == 0
-                               and value(mon.state.stream_port, "kmon_consumer_group_members", c, group=group) == 0
+                               and value(mon.state.stream_port, "kmon_consumer_group_members", c, group=group, type="classic") == 0
                                for c in (CLUSTER, ha)), 120, "the cluster healthy again and the group empty")
         eventually(the_same, 150, "the pair's views and counters equal to the single collectors'")
         # Each election bumps the epoch; a loaded machine can add one of its own (a session that

@@ -78,7 +78,7 @@ def test_the_monitor_follows_a_secured_cluster_and_sees_a_broker_die(secure: Loc
         committer.commit(offsets=[TopicPartition(TOPIC, 0, 0)], asynchronous=False)
     finally:
         committer.close()
-    eventually(lambda: v(secure, "kmon_consumer_group_state", group="secured-group", state="Empty") == 1, 90,
+    eventually(lambda: v(secure, "kmon_consumer_group_state", group="secured-group", type="classic", state="Empty") == 1, 90,
                "group of the secured cluster exported")
 
     secure.kill_broker(2)

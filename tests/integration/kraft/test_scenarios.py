@@ -19,7 +19,7 @@ from kmon.events import EVENTS_TOPIC
 from stack.local import LocalStack
 from stack.process import free_port
 from tests.integration.kraft.conftest import CLUSTER
-from tests.support import (RuleEvaluations, create_topic, ever_fired, events_on, eventually, firing,
+from tests.support import (RuleEvaluations, quorum, create_topic, ever_fired, events_on, eventually, firing,
                            history_disagreements, never, preferred_election, reassign, value)
 
 pytestmark = pytest.mark.integration
@@ -37,22 +37,6 @@ def total(stack: LocalStack, name: str, **labels: str) -> float:
     return sum(val for (metric, labelset), val in metrics(stack.state.stream_port).items()
                if metric == name and ("cluster", CLUSTER) in labelset
                and all((k, x) in labelset for k, x in labels.items()))
-
-
-def quorum(stack: LocalStack) -> wire.QuorumInfo:
-    """The quorum as its leader describes it (any controller answers who leads)."""
-    assert stack.state
-    for address in stack.state.controllers.split(","):
-        host, _, port = address.rpartition(":")
-        try:
-            with Connection(host, int(port), ClientSecurity(), 5, "test") as conn:
-                info = wire.parse_describe_quorum(conn.call(wire.API_DESCRIBE_QUORUM, wire.DESCRIBE_QUORUM_VERSION,
-                                                            wire.describe_quorum_request()))
-        except OSError:
-            continue
-        if not info.error:
-            return info
-    raise AssertionError("no controller describes the quorum")
 
 
 def agrees(stack: LocalStack) -> bool:
