@@ -8,11 +8,11 @@ from pathlib import Path
 from bench.oracle import OracleTransition
 from bench.oracle.zk_txnlog import read_log
 from bench.oracle.zookeeper import derive, transitions, znode_versions
+from tests.unit.oracle_rows import T0, election, isr, row
 from tests.unit.zk_txnlog_builders import (TxnLog, close_session, controller, create, delete, multi, partition_state,
                                            set_data, topic)
 
 SAMPLE = Path(__file__).parents[1] / "data" / "oracle" / "zk"
-T0 = 1_700_000_000_000
 STATE = "/brokers/topics/t/partitions/0/state"
 
 
@@ -24,17 +24,10 @@ def _derived(*records: tuple[int, bytes] | tuple[tuple[int, bytes], int], chroot
     return derive(read_log(log.bytes(), "log.1"), chroot)
 
 
-def _row(zxid: int, kind: str, entity: str, **fields: object) -> OracleTransition:
-    return OracleTransition(kind=kind, entity=entity, position=zxid, time_ms=T0 + 1000 * (zxid - 1), **fields)
 
 
-def _isr(zxid: int, kind: str, broker: int, old: str, new: str, epoch: int) -> OracleTransition:
-    return _row(zxid, kind, "partition:t:0", topic="t", partition=0, broker=broker, old=old, new=new, epoch=epoch)
 
 
-def _election(zxid: int, kind: str, old: int, new: int, epoch: int) -> OracleTransition:
-    return _row(zxid, kind, "partition:t:0", topic="t", partition=0, broker=new, old=str(old), new=str(new),
-                epoch=epoch)
 
 
 def test_every_version_of_a_partition_state_is_judged_against_the_one_before() -> None:
@@ -50,17 +43,17 @@ def test_every_version_of_a_partition_state_is_judged_against_the_one_before() -
         set_data(STATE, b'{"leader": 3'),                                     # 9: not Kafka's: 8 stands
         set_data(STATE, partition_state(1, [2, 1, 3], leader_epoch=5)),       # 10
     ) == [
-        _row(1, "topic_created", "topic:t", topic="t"),
-        _isr(3, "isr_shrink", 2, "1,2,3", "1,3", 0),
-        _isr(4, "isr_shrink", 1, "1,3", "3", 1),
-        _election(4, "leader_election", 1, 3, 1),
-        _isr(5, "isr_shrink", 3, "3", "2", 2),
-        _isr(5, "isr_expand", 2, "3", "2", 2),
-        _election(5, "unclean_leader_election", 3, 2, 2),
-        _election(7, "leader_election", -1, 2, 4),
-        _isr(8, "isr_expand", 1, "2", "2,1,3", 4),
-        _isr(8, "isr_expand", 3, "2", "2,1,3", 4),
-        _election(10, "leader_election", 2, 1, 5),
+        row(1, "topic_created", "topic:t", topic="t"),
+        isr(3, "isr_shrink", 2, "1,2,3", "1,3", 0),
+        isr(4, "isr_shrink", 1, "1,3", "3", 1),
+        election(4, "leader_election", 1, 3, 1),
+        isr(5, "isr_shrink", 3, "3", "2", 2),
+        isr(5, "isr_expand", 2, "3", "2", 2),
+        election(5, "unclean_leader_election", 3, 2, 2),
+        election(7, "leader_election", -1, 2, 4),
+        isr(8, "isr_expand", 1, "2", "2,1,3", 4),
+        isr(8, "isr_expand", 3, "2", "2,1,3", 4),
+        election(10, "leader_election", 2, 1, 5),
     ]
 
 
@@ -78,10 +71,10 @@ def test_a_topic_being_deleted_loses_its_replicas_uncounted_and_a_topic_made_aga
         create(STATE, partition_state(3, [3])),                               # 10: nothing of the old one
         set_data(STATE, partition_state(3, [3, 1])),                          # 11
     ) == [
-        _row(1, "topic_created", "topic:t", topic="t"),
-        _row(7, "topic_deleted", "topic:t", topic="t"),
-        _row(9, "topic_created", "topic:t", topic="t"),
-        _isr(11, "isr_expand", 1, "3", "3,1", 0),
+        row(1, "topic_created", "topic:t", topic="t"),
+        row(7, "topic_deleted", "topic:t", topic="t"),
+        row(9, "topic_created", "topic:t", topic="t"),
+        isr(11, "isr_expand", 1, "3", "3,1", 0),
     ]
 
 
@@ -111,17 +104,17 @@ def test_the_controller_and_the_brokers_under_a_chroot() -> None:
         (close_session("/kafka/brokers/ids/1", "/kafka/controller"), one),    # 11
         chroot="/kafka/",
     ) == [
-        _row(1, "broker_registered", "broker:1", broker=1),
-        _row(3, "controller_change", "controller", broker=1, old="-1", new="1", epoch=1),
-        _row(4, "broker_registered", "broker:2", broker=2),
-        _row(6, "controller_change", "controller", broker=-1, old="1", new="-1", epoch=1),
-        _row(7, "controller_change", "controller", broker=2, old="-1", new="2", epoch=2),
-        _row(8, "broker_gone", "broker:2", broker=2),
-        _row(8, "controller_change", "controller", broker=-1, old="2", new="-1", epoch=2),
-        _row(9, "controller_change", "controller", broker=1, old="-1", new="1", epoch=3),
-        _row(10, "controller_change", "controller", broker=1, old="1", new="1", epoch=4),
-        _row(11, "broker_gone", "broker:1", broker=1),
-        _row(11, "controller_change", "controller", broker=-1, old="1", new="-1", epoch=4),
+        row(1, "broker_registered", "broker:1", broker=1),
+        row(3, "controller_change", "controller", broker=1, old="-1", new="1", epoch=1),
+        row(4, "broker_registered", "broker:2", broker=2),
+        row(6, "controller_change", "controller", broker=-1, old="1", new="-1", epoch=1),
+        row(7, "controller_change", "controller", broker=2, old="-1", new="2", epoch=2),
+        row(8, "broker_gone", "broker:2", broker=2),
+        row(8, "controller_change", "controller", broker=-1, old="2", new="-1", epoch=2),
+        row(9, "controller_change", "controller", broker=1, old="-1", new="1", epoch=3),
+        row(10, "controller_change", "controller", broker=1, old="1", new="1", epoch=4),
+        row(11, "broker_gone", "broker:1", broker=1),
+        row(11, "controller_change", "controller", broker=-1, old="1", new="-1", epoch=4),
     ]
 
 
@@ -137,18 +130,18 @@ def test_a_partition_moving_starts_and_finishes_once() -> None:
         create("/brokers/topics/u", topic({0: [1, 2]}, adding={0: [2]})),     # 7: made while moving
         set_data("/brokers/topics/u", topic({0: [1, 2]})),
     ) == [
-        _row(1, "topic_created", "topic:t", topic="t"),
-        _row(2, "reassignment_started", "topic:t", topic="t", partition=0, old="1,2", new="3,4"),
-        _row(5, "reassignment_finished", "topic:t", topic="t", partition=0, old="1,2", new="3,5"),
-        _row(7, "topic_created", "topic:u", topic="u"),
-        _row(8, "reassignment_finished", "topic:u", topic="u", partition=0, old="1", new="1,2"),
+        row(1, "topic_created", "topic:t", topic="t"),
+        row(2, "reassignment_started", "topic:t", topic="t", partition=0, old="1,2", new="3,4"),
+        row(5, "reassignment_finished", "topic:t", topic="t", partition=0, old="1,2", new="3,5"),
+        row(7, "topic_created", "topic:u", topic="u"),
+        row(8, "reassignment_finished", "topic:u", topic="u", partition=0, old="1", new="1,2"),
     ]
 
 
 def test_a_leader_is_a_broker_id() -> None:
     # -2: Kafka's "leader during delete", never an election (kmon counts any leader but -1)
     assert _derived(create(STATE, partition_state(1, [1])), set_data(STATE, partition_state(-2, [1], 1)),
-                    set_data(STATE, partition_state(1, [1], 2))) == [_election(3, "leader_election", -2, 1, 2)]
+                    set_data(STATE, partition_state(1, [1], 2))) == [election(3, "leader_election", -2, 1, 2)]
 
 
 # ---------------------------------------------------------------- a real log
