@@ -123,8 +123,9 @@ def read_log(data: bytes, name: str) -> list[Txn]:
 
 
 def _txn(r: JuteReader) -> Txn:
-    session, _cxid, zxid, time_ms, code = (r.int64("clientId"), r.int32("cxid"), r.int64("zxid"), r.int64("time"),
-                                           r.int32("type"))
+    session = r.int64("clientId")
+    r.int32("cxid")
+    zxid, time_ms, code = r.int64("zxid"), r.int64("time"), r.int32("type")
     ops = _close_session(r) if code == -11 else _ops(r, _opcode(r, code))
     if r.remaining() not in (0, DIGEST_BYTES):
         raise MalformedLog(f"{r.where}: {r.remaining()} bytes left after the transaction")
