@@ -64,6 +64,7 @@ class OffsetsReader:
         self._writing: dict[str, tuple[int, int]] = {}   # group -> (partition, timestamp) of its write being read
         self._unknown: set[tuple[str, int, int | None]] = set()   # topic, record type and version said once
         self._shares: dict[SharePartition, ShareProgress] = {}
+        self._unbooked: set[SharePartition] = set()   # changed since the book last had them
         self._share_state_read = False   # its partitions assigned
         self._last: dict[str, GroupState] = {}   # last state emitted per group: no repeats
         self._at_end: set[int] = set()           # partitions read up to their end once
@@ -192,9 +193,12 @@ class OffsetsReader:
             self._folds[group] = fold
 
     def flush(self) -> None:
-        """Emit the groups whose writes were read (the end of a fetch ends every write in it)."""
+        """Emit the groups whose writes were read (the end of a fetch ends every write in it), and
+        book the share-partitions' progress."""
         for group in list(self._writing):
             self._written(group)
+        if self._unbooked:
+            self._book_shares()
 
     def _written(self, group: str) -> None:
         partition, _ = self._writing.pop(group)
@@ -247,17 +251,26 @@ class OffsetsReader:
             return
         assert isinstance(record, ShareSnapshot | ShareUpdate | ShareStateTombstone)
         key = (record.group, record.topic_id, record.partition)
-        topic = self._names([record.topic_id])[record.topic_id]
         progress = progress_after(self._shares.get(key), record)
-        done = delivered_to(progress) if progress is not None else None
         if progress is None:
             self._shares.pop(key, None)
         else:
             self._shares[key] = progress
-        if done is None:   # deleted, or its start offset not chosen yet
-            self._book.uncommit(record.group, (topic, record.partition))
-        elif self._config.groups(record.group) and self._config.topics(topic):
-            self._book.commit(record.group, (topic, record.partition), done)
+        self._unbooked.add(key)
+
+    def _book_shares(self) -> None:
+        """Give the book the share-partitions' progress read since, by topic name: one whose topic's
+        name is not known yet (a topic just created) waits for the next time."""
+        named = self._names({topic_id for _, topic_id, _ in self._unbooked})
+        for key in [k for k in self._unbooked if named[k[1]] != k[1]]:
+            self._unbooked.discard(key)
+            group, topic, partition = key[0], named[key[1]], key[2]
+            progress = self._shares.get(key)
+            done = delivered_to(progress) if progress is not None else None
+            if done is None:   # deleted, or its start offset not chosen yet
+                self._book.uncommit(group, (topic, partition))
+            elif self._config.groups(group) and self._config.topics(topic):
+                self._book.commit(group, (topic, partition), done)
 
     def _unknown_record(self, message: Message, kind: str, record: UnknownRecord) -> None:
         """A record type or version newer than this kmon: counted by type, said once."""

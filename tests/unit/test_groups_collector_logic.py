@@ -454,6 +454,21 @@ def test_a_share_groups_start_offsets_are_its_committed_offsets() -> None:
     assert book.committed(["jobs"]) == {}
 
 
+def test_a_share_partition_of_a_topic_not_named_yet_is_booked_once_its_name_is_known() -> None:
+    book, sink, telemetry = GroupBook(), Sink(), Telemetry("c")
+    emitter = Emitter("c", sink, telemetry)
+    names: dict[str, str] = {}
+    offsets = OffsetsReader(GroupsConfig("h:9092", "c"), book, emitter, ModernStates(emitter),
+                            lambda ids: {i: names.get(i, i) for i in ids})
+    record = Record(*encode_share_state(ShareSnapshot("jobs", T, 0, 1, 1, 3, 100, 1, 2, -1, ())),
+                    topic_="__share_group_state")
+    handle_all(offsets, record)
+    assert book.committed(["jobs"]) == {}, "not under its topic id"
+    names[T] = "orders"   # the topic described since
+    offsets.flush()
+    assert book.committed(["jobs"]) == {"jobs": {("orders", 0): 100}}
+
+
 def test_modern_groups_get_their_lag_from_the_poller_never_an_older_state() -> None:
     sink = Sink()
     modern = ModernStates(Emitter("c", sink, Telemetry("c")))
