@@ -9,6 +9,7 @@ run goes on, and keeps one finding per distinct failure.
 """
 from __future__ import annotations
 
+import logging
 import random
 import signal
 import time
@@ -75,6 +76,7 @@ def run(target: Target, cases: int, seed: int, seeds: Sequence[Case] | None = No
     seeds = list(seeds if seeds is not None else target.seeds())
     report = Report(target.name)
     start = time.perf_counter()
+    logging.disable(logging.CRITICAL)   # every bad case is logged: millions of lines, none read
     for index, case in _numbered(target, seeds, seed, cases):
         started = time.perf_counter()
         finding = run_one(target, case, seed, index)
@@ -84,6 +86,7 @@ def run(target: Target, cases: int, seed: int, seeds: Sequence[Case] | None = No
             report.findings.setdefault(finding.where + " " + finding.error.split(":")[0], finding)
             if len(report.findings) >= max_findings:
                 break
+    logging.disable(logging.NOTSET)
     report.seconds = time.perf_counter() - start
     return report
 
