@@ -12,6 +12,8 @@
 """
 from __future__ import annotations
 
+from typing import Callable, Iterator, TypeVar
+
 from confluent_kafka import KafkaError
 
 from collectors.groups.modern_groups import ModernGroup, apply, fold_records, view
@@ -32,6 +34,7 @@ from tests.unit.test_modern_groups import deletion, join
 from tests.unit.test_offsets_codec import all_valid_records
 from tests.unit.test_share_state_records import SAMPLES as SHARE_SAMPLES
 
+R = TypeVar("R")
 _EOF = KafkaError(KafkaError._PARTITION_EOF)
 
 
@@ -52,12 +55,17 @@ def _share_records() -> list[tuple[bytes, bytes | None]]:
 _STANDING = fold_records([decode_record(*kv) for kv in _encoded(join("a", 1, 0, 1))])   # type: ignore[misc]
 
 
-def check_offsets_record(case: Case) -> None:
+def _decoded(decoder: Callable[[bytes | None, bytes | None], R], case: Case) -> Iterator[R]:
+    """The records of the case that decode; the decoder raises nothing but MalformedRecord."""
     for key, value in case:
         try:
-            record = decode_record(key, value)
+            yield decoder(key, value)
         except MalformedRecord:
-            continue
+            pass
+
+
+def check_offsets_record(case: Case) -> None:
+    for record in _decoded(decode_record, case):
         for fold in (None, *_STANDING.values()):
             after = apply(fold, record)   # type: ignore[arg-type]
             shown = view(after) if after is not None else None
@@ -75,11 +83,7 @@ _HELD = progress_after(None, SHARE_SAMPLES[0][1])
 
 
 def check_share_state_record(case: Case) -> None:
-    for key, value in case:
-        try:
-            record = decode_share_state(key, value)
-        except MalformedRecord:
-            continue
+    for record in _decoded(decode_share_state, case):
         if isinstance(record, UnknownRecord):
             continue
         for held in (None, _HELD):
