@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.fuzz import coverage, engine
 from tests.fuzz.cases import from_bytes
 
-FAMILIES = ("znodes", "groups", "kraft")
+FAMILIES = ("znodes", "groups", "kraft", "events")
 
 
 def main(argv: list[str] | None = None) -> int:
