@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.fuzz import coverage, engine
 from tests.fuzz.cases import from_bytes
 
-FAMILIES = ("znodes", "groups", "kraft", "events")
+FAMILIES = ("znodes", "groups", "kraft", "events", "history")
 
 
 def main(argv: list[str] | None = None) -> int:
