@@ -31,6 +31,7 @@ class Target:
     seeds: Callable[[], Sequence[Case]]         # valid inputs, built when the target runs
     check: Callable[[Case], None]
     max_messages: int = 64
+    smoke_cases: int = 2000   # in the default test run: a few seconds at most
 
 
 @dataclass(frozen=True)

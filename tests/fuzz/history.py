@@ -150,5 +150,5 @@ def check_files(case: Case) -> None:
 
 TARGETS = (
     Target("flags", 2, lambda: [tuple(m) for m in _SEED_FLAGS], check_flags, max_messages=8),
-    Target("files", 1, _file_seeds, check_files, max_messages=6),
+    Target("files", 1, _file_seeds, check_files, max_messages=6, smoke_cases=1000),
 )
