@@ -11,11 +11,13 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import io
 import json
 import logging
 import math
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -82,6 +84,7 @@ _SEED_FLAGS = [[(b"--since", b"1h")], [(b"--since", b"2d"), (b"--kind", b"isr_sh
                [(b"--broker", b"1"), (b"--cluster", b"c1"), (b"--topic", b"orders"), (b"--group", b"g")],
                [(b"--poll-interval", b"0.5"), (b"--since", b"90s")], [(b"--to", b"2023-11-15T00:00:00+02:00")]]
 _root = Path(tempfile.mkdtemp(prefix="kmon-fuzz-history-"))
+atexit.register(shutil.rmtree, _root, True)
 _FLAGS_DIR = _history_dir(_root / "flags")
 
 
