@@ -91,7 +91,7 @@ def check_parse(case: Case) -> None:
 # ------------------------------------------------------------------ tree
 
 # the data znodes of kafka_tree() a case writes, with a payload of their kind each
-_WRITABLE = {path: (KINDS[kind][2][0]) for kind, path in (
+_WRITABLE = {path: KINDS[kind][2][0] for kind, path in (
     ("controller", "/kafka/controller"), ("controller_epoch", "/kafka/controller_epoch"),
     ("broker", "/kafka/brokers/ids/1"), ("broker", "/kafka/brokers/ids/2"),
     ("topic", "/kafka/brokers/topics/orders"), ("topic_config", "/kafka/config/topics/orders"),
@@ -103,8 +103,10 @@ _PATHS = list(_WRITABLE)
 
 
 def _tree_seeds() -> list[Case]:
-    writes = [(str(i).encode(), _payload(doc)) for i, doc in enumerate(_WRITABLE.values())]
-    return [tuple(writes)] + [((str(_PATHS.index(path)).encode(), _payload(doc)),)
+    """Every znode written once, then each payload of KINDS on its own (a selector's byte sum is
+    the path's index)."""
+    writes = [(bytes([i]), _payload(doc)) for i, doc in enumerate(_WRITABLE.values())]
+    return [tuple(writes)] + [((bytes([_PATHS.index(path)]), _payload(doc)),)
                               for _, path, docs in KINDS.values() if path in _WRITABLE for doc in docs]
 
 
@@ -162,8 +164,8 @@ _LISTINGS = ["/kafka/brokers/ids", "/kafka/brokers/topics", "/kafka/admin/delete
 
 
 def _listing_seeds() -> list[Case]:
-    return [((b"0", b"1\n2\n3"),), ((b"1", b"orders\npayments"),), ((b"2", b"orders"),),
-            ((b"3", b"isr_change_0000000001\nisr_change_0000000002"),)]
+    return [((b"\0", b"1\n2\n3"),), ((b"\1", b"orders\npayments"),), ((b"\2", b"orders"),),
+            ((b"\3", b"isr_change_0000000001\nisr_change_0000000002"),)]
 
 
 def check_listing(case: Case) -> None:
