@@ -10,6 +10,7 @@ own timer is off: it would share SIGALRM with it).
 from __future__ import annotations
 
 import importlib
+import logging
 import random
 import re
 import subprocess
@@ -36,6 +37,7 @@ def import_instrumented(family: str) -> ModuleType:
 def fuzz_in_child(target: Target, cases: int, seed: int, findings_dir: Path) -> None:
     """Runs in the child: never returns (libFuzzer exits)."""
     import atheris
+    logging.disable(logging.CRITICAL)   # every bad case is logged: millions of lines, none read
     seeds = list(target.seeds())
     corpus = Path(tempfile.mkdtemp(prefix=f"kmon-fuzz-{target.name}-"))
     for i, case in enumerate(seeds):
