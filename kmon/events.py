@@ -168,7 +168,8 @@ class GroupMember:
     assignment: tuple[str, ...] = ()  # "topic:partition" (streams groups: "subtopology:partition" tasks)
     # the rebalance protocols of Kafka 4 (consumer KIP-848, share KIP-932, streams KIP-1071); None or
     # empty for a classic group's member
-    member_epoch: Annotated[int, Range(-1, INT32_MAX)] | None = None   # the target epoch it reconciled to
+    # the target epoch it reconciled to; -1 leaving, -2 a static member away (LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+    member_epoch: Annotated[int, Range(-2, INT32_MAX)] | None = None
     member_state: str | None = None    # Kafka's MemberState: STABLE, UNREVOKED_PARTITIONS, ...
     rack: str | None = None
     subscribed_topics: tuple[str, ...] = ()

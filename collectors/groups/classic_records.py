@@ -103,7 +103,7 @@ def _offset_commit(key: Key, reader: Reader, version: int) -> OffsetCommit:
 
 def _group_metadata(key: Key, reader: Reader, version: int) -> GroupMetadata:
     protocol_type = reader.string("protocol_type")
-    generation = reader.int32("generation")
+    generation = reader.epoch("generation")
     protocol = reader.nullable_string("protocol")
     leader = reader.nullable_string("leader")
     state_timestamp = reader.int64("current_state_timestamp") if version >= 2 else -1

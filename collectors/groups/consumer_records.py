@@ -82,7 +82,7 @@ class ResolvedRegularExpression:
 
 
 def _group_metadata(key: Key, reader: Reader, _version: int) -> ConsumerGroupMetadata:
-    epoch = reader.int32("epoch")
+    epoch = reader.epoch("epoch")
     metadata_hash = tagged(reader.tagged_fields("value"), 0, lambda r: r.int64("metadata_hash"), 0)
     return ConsumerGroupMetadata(key[0], epoch, metadata_hash)
 
@@ -145,7 +145,7 @@ def _client_assignor(reader: Reader) -> None:
 
 def _early_access_current_assignment(key: Key, reader: Reader, _version: int) -> CurrentAssignment:
     """3.7's layout: a target epoch and pending assignments, no member state."""
-    epoch, previous = reader.int32("member_epoch"), reader.int32("previous_member_epoch")
+    epoch, previous = reader.member_epoch("member_epoch"), reader.member_epoch("previous_member_epoch")
     reader.int32("target_member_epoch")
     assigned = reader.array("assigned_partitions", topic_partitions)
     pending = reader.array("partitions_pending_revocation", topic_partitions)

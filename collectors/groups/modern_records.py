@@ -109,7 +109,7 @@ def group_topic_metadata(
 
 def target_assignment_metadata(group_type: GroupType) -> Layout[TargetAssignmentMetadata]:
     def layout(key: Key, reader: Reader, _version: int) -> TargetAssignmentMetadata:
-        epoch = reader.int32("assignment_epoch")
+        epoch = reader.epoch("assignment_epoch")
         timestamp = tagged(reader.tagged_fields("value"), 0, lambda r: r.int64("assignment_timestamp"), 0)
         return TargetAssignmentMetadata(key[0], group_type, epoch, timestamp)
 
@@ -137,7 +137,7 @@ def current_assignment(group_type: GroupType, with_revocation: bool = True) -> L
     """Layout of a member's current assignment (3.8+ for consumer groups, 4.0+ for share)."""
 
     def layout(key: Key, reader: Reader, _version: int) -> CurrentAssignment:
-        epoch, previous = reader.int32("member_epoch"), reader.int32("previous_member_epoch")
+        epoch, previous = reader.member_epoch("member_epoch"), reader.member_epoch("previous_member_epoch")
         state = reader.int8("state")
         assigned = reader.array("assigned_partitions", topic_partitions)
         pending = reader.array("partitions_pending_revocation", topic_partitions) if with_revocation else ()

@@ -21,6 +21,10 @@ _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 
 
+NO_EPOCH = -1
+STATIC_MEMBER_AWAY = -2   # a member's epoch while its static member is away (LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+
+
 class MalformedRecord(ValueError):
     """The bytes are not a valid coordinator record of a known version."""
 
@@ -58,6 +62,17 @@ class Reader:
 
     def int64(self, field: str) -> int:
         return _INT64.unpack(self._take(8, field))[0]
+
+    def epoch(self, field: str, lowest: int = NO_EPOCH) -> int:
+        """An int32 epoch or generation: below ``lowest`` (Kafka's "none") is no record Kafka writes."""
+        start = self._pos
+        value = self.int32(field)
+        if value < lowest:
+            raise self.fail(f"{field} {value} at byte {start} is below {lowest}")
+        return value
+
+    def member_epoch(self, field: str) -> int:
+        return self.epoch(field, STATIC_MEMBER_AWAY)
 
     def uuid(self, field: str) -> str:
         """A 16-byte uuid, in the canonical text form the KRaft collector uses for topic ids."""

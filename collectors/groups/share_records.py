@@ -74,7 +74,7 @@ class ShareGroupStatePartitions:
 
 def _group_metadata(with_hash: bool) -> Layout[ShareGroupMetadata]:
     def layout(key: Key, reader: Reader, _version: int) -> ShareGroupMetadata:
-        epoch = reader.int32("epoch")
+        epoch = reader.epoch("epoch")
         metadata_hash = reader.int64("metadata_hash") if with_hash else 0
         reader.skip_tagged_fields("value")
         return ShareGroupMetadata(key[0], epoch, metadata_hash)

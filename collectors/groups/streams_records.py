@@ -127,7 +127,7 @@ class StreamsResolvedTopicIds:
 
 
 def _group_metadata(key: Key, reader: Reader, _version: int) -> StreamsGroupMetadata:
-    epoch, metadata_hash = reader.int32("epoch"), reader.int64("metadata_hash")
+    epoch, metadata_hash = reader.epoch("epoch"), reader.int64("metadata_hash")
     validated = tagged(reader.tagged_fields("value"), 0, lambda r: r.int32("validated_topology_epoch"), -1)
     return StreamsGroupMetadata(key[0], epoch, metadata_hash, validated)
 
@@ -188,7 +188,7 @@ def _target_assignment(key: Key, reader: Reader, _version: int) -> StreamsTarget
 
 
 def _current_assignment(key: Key, reader: Reader, _version: int) -> StreamsCurrentAssignment:
-    epoch, previous = reader.int32("member_epoch"), reader.int32("previous_member_epoch")
+    epoch, previous = reader.member_epoch("member_epoch"), reader.member_epoch("previous_member_epoch")
     state = reader.int8("state")
     assigned, pending = _task_lists(reader, ""), _task_lists(reader, "_pending_revocation")
     reader.skip_tagged_fields("value")

@@ -18,10 +18,22 @@ from typing import Callable, Iterator, NamedTuple
 from collectors.kraft.wire import Reader, WireError
 
 CONTROL_LEADER_CHANGE = 2
+NO_TIMESTAMP = -1
 
 
 class MalformedRecord(ValueError):
     """A record or batch that cannot be read; the message says where."""
+
+
+NO_LEADER = -1
+
+
+def at_least(lo: int, value: int, what: str) -> int:
+    """``value``, or MalformedRecord when it is below the least Kafka writes there: no event could
+    carry it (kmon.events' ranges), and it is no log Kafka wrote."""
+    if value < lo:
+        raise MalformedRecord(f"{what} {value} is below {lo}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -29,7 +41,7 @@ class Batch:
     base_offset: int
     last_offset: int
     epoch: int                  # partitionLeaderEpoch: the raft epoch of the leader that wrote it
-    max_timestamp_ms: int
+    max_timestamp_ms: int | None   # None: the batch has no timestamps
     control: bool
     values: tuple[tuple[int, bytes | None, bytes | None], ...]   # (offset, key, value) of each record
     malformed: str | None = None   # why its records could not be read (none are then given)
@@ -56,11 +68,16 @@ def _batch(view: memoryview, pos: int, end: int) -> Batch:
     (base, _, epoch, magic, _crc, attributes, last_delta, _base_ts, max_ts, _pid, _pepoch, _seq,
      count) = _BATCH_HEAD.unpack_from(view, pos)
     control = bool(attributes & 0x20)
+    appended = None if max_ts == NO_TIMESTAMP else max_ts
     try:
+        # what the events say of a record's place (LogMeta) is Kafka's ranges; nothing else is a log
+        at_least(0, base, "base offset")
+        at_least(0, epoch, "epoch")
+        at_least(NO_TIMESTAMP, max_ts, "max timestamp")
         values = _records(view[pos + _BATCH_HEAD.size:end], base, magic, attributes & 7, count)
     except (MalformedRecord, WireError, zlib.error) as e:
-        return Batch(base, base + last_delta, epoch, max_ts, control, (), f"batch at offset {base}: {e}")
-    return Batch(base, base + last_delta, epoch, max_ts, control, values)
+        return Batch(base, base + last_delta, epoch, appended, control, (), f"batch at offset {base}: {e}")
+    return Batch(base, base + last_delta, epoch, appended, control, values)
 
 
 def _records(body: bytes | memoryview, base: int, magic: int, codec: int,
@@ -79,7 +96,7 @@ def _records(body: bytes | memoryview, base: int, magic: int, codec: int,
         stop = r.pos + length
         r.int8()                        # attributes
         r.varint()                      # timestamp delta
-        offset = base + r.varint()
+        offset = base + at_least(0, r.varint(), "offset delta")
         klen = r.varint()
         key = r.raw(klen) if klen >= 0 else None
         vlen = r.varint()
@@ -98,7 +115,7 @@ def leader_change(key: bytes | None, value: bytes | None) -> int | None:
     try:
         r = Reader(value)
         r.int16()     # the message's own version
-        return r.int32()
+        return at_least(NO_LEADER, r.int32(), "leader id")
     except WireError as e:
         raise MalformedRecord(f"a LeaderChange control record: {e}") from None
 
@@ -161,6 +178,7 @@ class Partition(NamedTuple):
 
 
 NO_LEADER_CHANGE = -2   # PartitionChangeRecord's Leader when the leader stays
+_UNCHANGED = -1         # its LeaderRecoveryState when that stays
 
 
 class PartitionChange(NamedTuple):
@@ -235,7 +253,10 @@ def _nullable_ids(r: Reader) -> tuple[int, ...] | None:
     if end > r.end:
         raise WireError(f"an array of {n} int32s at {start}, {r.end - start} bytes left")
     r.pos = end
-    return struct.unpack_from(f">{n}i", r.data, start)
+    ids = struct.unpack_from(f">{n}i", r.data, start)
+    if ids and min(ids) < 0:
+        at_least(0, min(ids), "broker id")
+    return ids
 
 
 def _skip_uuids(r: Reader) -> None:
@@ -245,11 +266,31 @@ def _skip_uuids(r: Reader) -> None:
         r.raw(16 * n)
 
 
+def _broker_id(r: Reader) -> int:
+    return at_least(0, r.int32(), "broker id")
+
+
+def _broker_epoch(r: Reader) -> int:
+    return at_least(0, r.int64(), "broker epoch")
+
+
+def _feature_version(r: Reader) -> int:
+    return at_least(0, r.int16(), "feature version")
+
+
+def _recovery_state(r: Reader, unchanged: tuple[int, ...] = ()) -> int:
+    """KIP-704's leader recovery state: 0 recovered, 1 recovering; a PartitionChange may say -1, unchanged."""
+    state = r.int8()
+    if state not in (0, 1, *unchanged):
+        raise MalformedRecord(f"leader recovery state {state} is not 0 or 1")
+    return state
+
+
 def _register_broker(r: Reader, v: int) -> RegisterBroker:
-    broker_id = r.int32()
+    broker_id = _broker_id(r)
     if v >= 2:
         r.boolean()    # migrating ZooKeeper broker
-    incarnation, epoch = r.uuid(), r.int64()
+    incarnation, epoch = r.uuid(), _broker_epoch(r)
 
     def endpoint(x: Reader) -> Endpoint:
         e = Endpoint(x.compact_string(), x.compact_string(), x.uint16(), x.int16())
@@ -257,7 +298,7 @@ def _register_broker(r: Reader, v: int) -> RegisterBroker:
         return e
 
     def feature(x: Reader) -> tuple[str, tuple[int, int]]:
-        f = (x.compact_string(), (x.int16(), x.int16()))
+        f = (x.compact_string(), (_feature_version(x), _feature_version(x)))
         x.tagged()
         return f
 
@@ -270,7 +311,7 @@ def _register_broker(r: Reader, v: int) -> RegisterBroker:
 
 
 def _broker_change(r: Reader, v: int) -> BrokerChange:
-    broker_id, epoch = r.int32(), r.int64()
+    broker_id, epoch = _broker_id(r), _broker_epoch(r)
     tags = r.tagged({0: Reader.int8, 1: Reader.int8})
     fencing = tags.get(0, 0)        # 1 fence, -1 unfence, 0 no change
     shutdown = tags.get(1, 0)       # 1 in controlled shutdown, 0 no change
@@ -279,31 +320,33 @@ def _broker_change(r: Reader, v: int) -> BrokerChange:
 
 def _fence(fenced: bool) -> Callable[[Reader, int], BrokerChange]:
     def read(r: Reader, v: int) -> BrokerChange:
-        change = BrokerChange(r.int32(), r.int64(), fenced, None)
+        change = BrokerChange(_broker_id(r), _broker_epoch(r), fenced, None)
         r.tagged()
         return change
     return read
 
 
 def _partition(r: Reader, v: int) -> Partition:
-    partition, topic_id = r.int32(), r.uuid()
+    partition, topic_id = at_least(0, r.int32(), "partition"), r.uuid()
     replicas, isr, removing, adding = _ids(r), _ids(r), _ids(r), _ids(r)
-    leader, leader_epoch, partition_epoch = r.int32(), r.int32(), r.int32()
+    leader = at_least(NO_LEADER, r.int32(), "leader")
+    leader_epoch, partition_epoch = at_least(0, r.int32(), "leader epoch"), at_least(0, r.int32(), "partition epoch")
     if v >= 1:
         _skip_uuids(r)    # directories
-    tags = r.tagged({0: Reader.int8, 1: _nullable_ids, 2: _nullable_ids})
+    tags = r.tagged({0: _recovery_state, 1: _nullable_ids, 2: _nullable_ids})
     elr, last_known = tags.get(1), tags.get(2)
     return Partition(topic_id, partition, replicas, isr, removing, adding, leader, leader_epoch, partition_epoch,
                      int(tags.get(0, 0)), elr if v >= 2 else None, last_known if v >= 2 else None)  # type: ignore
 
 
 def _partition_change(r: Reader, v: int) -> PartitionChange:
-    partition, topic_id = r.int32(), r.uuid()
-    t = r.tagged({0: _nullable_ids, 1: Reader.int32, 2: _nullable_ids, 3: _nullable_ids, 4: _nullable_ids,
-                  5: Reader.int8, 6: _nullable_ids, 7: _nullable_ids})
-    recovery = t.get(5, -1)
+    partition, topic_id = at_least(0, r.int32(), "partition"), r.uuid()
+    t = r.tagged({0: _nullable_ids, 1: lambda x: at_least(NO_LEADER_CHANGE, x.int32(), "leader"), 2: _nullable_ids,
+                  3: _nullable_ids, 4: _nullable_ids, 5: lambda x: _recovery_state(x, (_UNCHANGED,)),
+                  6: _nullable_ids, 7: _nullable_ids})
+    recovery = t.get(5, _UNCHANGED)
     return PartitionChange(topic_id, partition, t.get(0), t.get(1, NO_LEADER_CHANGE), t.get(2), t.get(3),  # type: ignore
-                           t.get(4), None if recovery == -1 else recovery, t.get(6), t.get(7))  # type: ignore
+                           t.get(4), None if recovery == _UNCHANGED else recovery, t.get(6), t.get(7))  # type: ignore
 
 
 def _topic(r: Reader, v: int) -> Topic:
@@ -319,7 +362,7 @@ def _remove_topic(r: Reader, v: int) -> RemoveTopic:
 
 
 def _unregister(r: Reader, v: int) -> UnregisterBroker:
-    u = UnregisterBroker(r.int32(), r.int64())
+    u = UnregisterBroker(_broker_id(r), _broker_epoch(r))
     r.tagged()
     return u
 

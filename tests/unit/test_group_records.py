@@ -44,6 +44,9 @@ from collectors.groups.offsets_codec import (
     UnknownRecord,
     decode_record,
 )
+from kmon.codec import decode
+from kmon.codec import encode as encode_event
+from kmon.events import Event, GroupMember, GroupState
 from tests.unit.offsets_builders import CURRENT, EARLY_ACCESS, Writer, encode, key
 from tests.unit.test_offsets_codec import decode_or_malformed
 
@@ -333,6 +336,30 @@ def test_a_null_required_field_is_malformed() -> None:
     record_key, value = encode(ShareGroupMember(G, M, None, "c", "h", ()))
     with pytest.raises(MalformedRecord, match="null client_id"):
         decode_record(record_key, value[:3] + b"\x00" + value[4:])  # client_id's length: 0 = null
+
+
+# An epoch below Kafka's "none" (-1; -2 for a member's, LEAVE_GROUP_STATIC_MEMBER_EPOCH) is no
+# record Kafka writes, and the events' schema refuses it: found by tests/fuzz/groups.py.
+NEGATIVE_EPOCHS = [
+    ConsumerGroupMetadata(G, -2, 0), ShareGroupMetadata(G, -3, 0), StreamsGroupMetadata(G, -65535, 0, -1),
+    TargetAssignmentMetadata(G, CONSUMER, -2, 0), TargetAssignmentMetadata(G, STREAMS, -2, 0),
+    CurrentAssignment(G, CONSUMER, M, -3, 1, 0, (), ()), CurrentAssignment(G, SHARE, M, 1, -3, 0, (), ()),
+    StreamsCurrentAssignment(G, M, -3, 1, 1, StreamsTasks(), StreamsTasks()),
+]
+
+
+@pytest.mark.parametrize("record", NEGATIVE_EPOCHS, ids=[type(r).__name__ for r in NEGATIVE_EPOCHS])
+def test_an_epoch_below_kafkas_none_is_malformed(record: object) -> None:
+    with pytest.raises(MalformedRecord, match="epoch"):
+        decode_record(*encode(record))
+
+
+def test_a_static_member_away_keeps_its_epoch_of_minus_2_which_the_events_carry() -> None:
+    away = CurrentAssignment(G, CONSUMER, M, -2, 5, 0, (), ())
+    assert decode_record(*encode(away)) == away
+    state = GroupState(G, "Reconciling", 5, members=(GroupMember(M, "c", "h", member_epoch=-2),))
+    event = Event("c", "groups", "group", f"group:{G}", "upsert", 1, state)
+    assert decode(encode_event(event)) == event
 
 
 def test_random_bit_flips() -> None:

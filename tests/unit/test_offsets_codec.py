@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import struct
+from dataclasses import replace
 from typing import Callable, get_args
 
 import pytest
@@ -324,6 +325,12 @@ def test_truncation_message_names_field_and_byte() -> None:
 def test_malformed(key: bytes | None, value: bytes | None, message: str) -> None:
     with pytest.raises(MalformedRecord, match=message):
         decode_record(key, value)
+
+
+def test_a_generation_below_minus_1_is_malformed() -> None:
+    """Found by tests/fuzz/groups.py: the events' schema refuses it."""
+    with pytest.raises(MalformedRecord, match="generation"):
+        decode_record(group_key("g"), group_value(replace(sample_group(3), generation=-2)))
 
 
 def test_huge_member_count_is_rejected_without_looping() -> None:
