@@ -249,6 +249,19 @@ def history_disagreements(stack: LocalStack, cluster: str) -> list[str]:
     return out
 
 
+def assert_history_agrees(stack: LocalStack, cluster: str, timeout: float = 60) -> None:
+    """Waits until every counter of ``cluster`` equals its rows in the history; fails naming those that do not."""
+    seen: list[str] = []
+
+    def agree() -> bool:
+        seen[:] = history_disagreements(stack, cluster)
+        return not seen
+    try:
+        eventually(agree, timeout, "history and counters agree")
+    except AssertionError as e:
+        raise AssertionError(f"{e}: " + "; ".join(seen)) from None
+
+
 class Events:
     """Produces schema events with increasing zxids, as the ZooKeeper collector would."""
 

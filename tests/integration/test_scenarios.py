@@ -18,8 +18,8 @@ from stack.local import LocalStack
 from stack.process import free_port
 from streaming.fold.records import apply_event
 from tests.conftest import monitored_stack
-from tests.support import (RuleEvaluations, assigned_replicas, create_topic, ever_fired, events_on, eventually,
-                           firing, history_disagreements, history_rows, leave_group, metrics, never, partition_state,
+from tests.support import (RuleEvaluations, assert_history_agrees, assigned_replicas, create_topic, ever_fired,
+                           events_on, eventually, firing, history_rows, leave_group, metrics, never, partition_state,
                            preferred_election, prom, value)
 
 pytestmark = pytest.mark.integration
@@ -351,6 +351,9 @@ def test_9_every_dashboard_query_returns_data_for_its_scenario(mon: LocalStack) 
                        value=b"{garbage")
         events.flush(30)
         kraft_only = [m.name for m in CATALOG if m.kraft_only]   # no data from a ZooKeeper-mode cluster
+        # nor from its groups: Kafka 3.9 in ZooKeeper mode runs classic groups only (the kraft package's
+        # group tests see these series)
+        kraft_only += ["kmon_consumer_group_assignment_epoch", "kmon_consumer_group_reconciling_members"]
         queries = [(f"{d['title']} / {title}", expr) for d in load_all()
                    for title, expr in queries_for_prometheus(d, CLUSTER, range_="30m")
                    if not any(name in expr for name in kraft_only)]
@@ -455,7 +458,7 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
     finally:
         steady.leave()
 
-    eventually(lambda: not history_disagreements(mon, CLUSTER), 60, "history and counters agree")
+    assert_history_agrees(mon, CLUSTER)
     history = history_rows(mon, CLUSTER)
     assert [t for t, n in Counter(history).items() if n > 1] == [], "a transition written twice"
     kinds = Counter(t.kind for t in history)

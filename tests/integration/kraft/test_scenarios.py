@@ -19,8 +19,8 @@ from kmon.events import EVENTS_TOPIC
 from stack.local import LocalStack
 from stack.process import free_port
 from tests.integration.kraft.conftest import CLUSTER
-from tests.support import (RuleEvaluations, quorum, create_topic, ever_fired, events_on, eventually, firing,
-                           history_disagreements, never, preferred_election, reassign, value)
+from tests.support import (RuleEvaluations, assert_history_agrees, create_topic, ever_fired, events_on, eventually,
+                           firing, never, preferred_election, quorum, reassign, value)
 
 pytestmark = pytest.mark.integration
 
@@ -283,7 +283,7 @@ def test_k9_kmon_history_tells_every_scenario_once_in_order_as_the_counters_coun
     """`kmon history`, as a user runs it, over what the scenarios above did to the KRaft cluster."""
     from cli.monitor import checkpoint_dir
     from streaming.paths import history_dir
-    eventually(lambda: not history_disagreements(mon, CLUSTER), 60, "history and counters agree")
+    assert_history_agrees(mon, CLUSTER)
     told = subprocess.run([sys.executable, "-m", "cli", "history", "--dir", str(history_dir(checkpoint_dir(mon.dir))),
                            "--cluster", CLUSTER, "--json"], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
