@@ -23,6 +23,7 @@ class MonitorOptions:
     trigger_seconds: float | None = None   # None: kmon stream's own default
     groups_poll_seconds: float = 5.0
     groups_lag_seconds: float | None = None   # None: kmon collect groups' own default
+    partition_detail: str | None = None       # None: kmon stream's own default (unhealthy partitions)
     spark_master: str = "local[2]"
 
 
@@ -72,5 +73,6 @@ def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
             "--checkpoint", str(checkpoint_dir(stack.dir)),
             "--metrics-host", "127.0.0.1",
             "--metrics-port", str(port), "--master", opts.spark_master,
-            *(() if opts.trigger_seconds is None else ("--trigger-interval", str(opts.trigger_seconds)))),
+            *(() if opts.trigger_seconds is None else ("--trigger-interval", str(opts.trigger_seconds))),
+            *(() if opts.partition_detail is None else ("--partition-detail", opts.partition_detail))),
             port, marker=f"--metrics-port {port}", ready_url=f"http://127.0.0.1:{port}/metrics")
