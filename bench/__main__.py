@@ -1,4 +1,4 @@
-"""python -m bench [scrape|stream|idle|zk|kraft|groups|failover|peers] ... : prints Markdown tables for bench/README.md."""
+"""python -m bench [scrape|stream|idle|zk|kraft|groups|failover|peers|soak] ... : prints Markdown tables for bench/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import failover, groups, idle, kraft, peers, plot, scrape, stream, zk
+from bench import failover, groups, idle, kraft, peers, plot, scrape, soak, stream, zk
 from bench.peers.faults import FAULTS
 from streaming.app import StreamConfig
 
@@ -63,6 +63,12 @@ def main() -> int:
     pe.add_argument("--quiet", type=float, default=45.0, help="quiet seconds after each fault")
     pe.add_argument("--plot", metavar="PNG", help="also draw fault -> first alert per system (needs .[bench])")
     pe.add_argument("--workdir", type=Path, help="keep the stack and its logs here (default: a temporary directory)")
+    so = sub.add_parser("soak", help="mixed faults under load for N minutes, then kmon's history, counters and views "
+                                     "against an independent oracle (the cluster's own record), memory, restarts")
+    so.add_argument("--minutes", type=float, default=60.0)
+    so.add_argument("--kraft", action="store_true", help="a KRaft cluster (Kafka 4) instead of ZooKeeper mode")
+    so.add_argument("--seed", type=int, default=1, help="the faults' random generator: the same seed, the same faults")
+    so.add_argument("--workdir", type=Path, help="keep the stack and its logs here (default /tmp/kmon-soak-<mode>-<seed>)")
     pl = sub.add_parser("plot", help="draw the stream cost curve, or the peers' fault -> alert times, from the JSON "
                                      "that `stream` or `peers` printed on stderr")
     pl.add_argument("rows", help="a file holding `stream`'s JSON list of rows or `peers`' JSON tables")
@@ -95,6 +101,13 @@ def main() -> int:
         if unknown := sorted(set(measures) - set(kraft.MEASURES)):
             p.error(f"--measure: unknown {unknown}; known: {', '.join(kraft.MEASURES)}")
         rows = [kraft.run(int(n), args.repeat, log, args.profile, measures) for n in args.partitions.split(",")]
+    elif args.what == "soak":
+        verdict = soak.run(soak.SoakRequest(args.minutes, args.kraft, args.seed, args.workdir), log)
+        for name, rows in verdict.tables().items():
+            print(f"\n{name}\n\n{_table(rows)}")
+        for problem in verdict.problems():
+            log(f"PROBLEM: {problem}")
+        return 0 if verdict.ok else 1
     elif args.what == "peers":
         chosen = [f for f in args.faults.split(",") if f]
         unknown = [f for f in chosen if f not in FAULTS]

@@ -16,8 +16,9 @@ from collectors.groups.collector import GroupsCollector, GroupsConfig
 from collectors.kraft.collector import KraftCollector, KraftCollectorConfig
 from collectors.kraft.connection import ClientSecurity, ControllerError
 from collectors.kraft.sampled import SampledCollector, SampledConfig
-from collectors.publisher import Publisher, PublisherConfig
-from collectors.runner import Collector, Running, running
+from collectors.publisher import PublisherConfig
+from collectors.protocol import Collector, EventSink
+from collectors.runner import Running, running
 from collectors.telemetry import Telemetry
 from collectors.zk.collector import ZkCollector, ZkCollectorConfig
 from kmon import flags
@@ -184,7 +185,8 @@ def cmd_collect_zk(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 
 def _collect_zk(zk: ZkCollectorConfig, events: PublisherConfig, security: str, args: argparse.Namespace) -> int:
-    with running(zk.cluster, lambda pub, tel: ZkCollector(zk, pub, tel), events, args.metrics_port) as collector:
+    with running(zk.cluster, lambda pub, tel: ZkCollector(zk, pub, tel), events, args.metrics_port,
+                 probe_brokers=True) as collector:
         log.info("collecting cluster %r from ZooKeeper %s%s (%s) into %s on %s; metrics on port %d; "
                  "SIGTERM or Ctrl-C stops", zk.cluster, zk.hosts, zk.chroot or "", security, events.topic,
                  events.bootstrap_servers, collector.metrics_port)
@@ -219,9 +221,9 @@ def _addresses(text: str) -> tuple[tuple[str, int], ...]:
     return tuple((host, int(port)) for host, _, port in (a.rpartition(":") for a in text.split(",")))
 
 
-def _collect_kraft(cluster: str, make: Callable[[Publisher, Telemetry], Collector], source: str, security: str,
+def _collect_kraft(cluster: str, make: Callable[[EventSink, Telemetry], Collector], source: str, security: str,
                    events: PublisherConfig, args: argparse.Namespace) -> int:
-    with running(cluster, make, events, args.metrics_port) as collector:
+    with running(cluster, make, events, args.metrics_port, probe_brokers=True) as collector:
         log.info("collecting cluster %r from %s (%s) into %s on %s; metrics on port %d; SIGTERM or Ctrl-C stops",
                  cluster, source, security, events.topic, events.bootstrap_servers, collector.metrics_port)
         code = _until_signal(collector, args.startup_timeout)

@@ -142,7 +142,9 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
     flags.switch(p, "--secure",
                   help="secure the monitored cluster as production clusters are: brokers on SASL_SSL (SCRAM "
                        "users, a CA and certificates made at start), ZooKeeper requiring SASL logins and "
-                       "holding Kafka's znodes with ACLs; kmon's client properties are written to <dir>/secure")
+                       "holding Kafka's znodes with ACLs, or with --kraft the controller listener on SASL_SSL "
+                       "(and one for mTLS) and ACLs granting kmon only DESCRIBE and CLUSTER_ACTION on the "
+                       "cluster; kmon's client properties are written to <dir>/secure")
 
 
 def _controllers(text: str) -> int:
@@ -185,8 +187,7 @@ def describe(state: StackState) -> str:
              *(_kraft_cluster(state) if state.kraft else
                ["  monitored cluster (Kafka in ZooKeeper mode)", f"    zookeeper        {state.zk_connect}"]),
              f"    bootstrap        {state.bootstrap_servers}",
-             *([f"    client config    {f.kafka_client} (Kafka), {f.zk_client} (ZooKeeper)"]
-               if (f := state.secure_files) else []),
+             *(_client_configs(state)),
              "  events cluster (kmon's own: one KRaft node)" if separate
              else "  events cluster: the monitored cluster itself (--no-events-cluster)",
              f"    bootstrap        {state.events_bootstrap_servers}"]
@@ -206,7 +207,17 @@ def _kraft_cluster(state: StackState) -> list[str]:
            else f"{state.brokers} nodes, each broker and controller")
     return [f"  monitored cluster (Kafka 4 in KRaft mode: {how})",
             f"    cluster id       {state.cluster_id}",
-            f"    controllers      {state.controllers}"]
+            f"    controllers      {state.controllers}",
+            *([f"    controllers mTLS {state.controllers_mtls}"] if state.controllers_mtls else [])]
+
+
+def _client_configs(state: StackState) -> list[str]:
+    """The client properties files of a secure stack, for kmon's --command-config and the Kafka tools'."""
+    if not (f := state.secure_files):
+        return []
+    if state.kraft:
+        return [f"    client config    {f.kafka_client} (SASL), {f.kafka_client_mtls} (mTLS, controllers)"]
+    return [f"    client config    {f.kafka_client} (Kafka), {f.zk_client} (ZooKeeper)"]
 
 
 def _roles(c: Component) -> str:

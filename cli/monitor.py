@@ -22,6 +22,8 @@ class MonitorOptions:
     events_topic: str = EVENTS_TOPIC
     trigger_seconds: float | None = None   # None: kmon stream's own default
     groups_poll_seconds: float = 5.0
+    groups_lag_seconds: float | None = None   # None: kmon collect groups' own default
+    partition_detail: str | None = None       # None: kmon stream's own default (unhealthy partitions)
     spark_master: str = "local[2]"
 
 
@@ -48,10 +50,11 @@ def _watched(s: StackState, opts: MonitorOptions, source: str) -> list[str]:
     secure = s.secure_files
     if source == "zk":
         return ["--zookeeper", s.zk_connect, *(("--zk-client-config", str(secure.zk_client)) if secure else ())]
+    client = ("--command-config", str(secure.kafka_client)) if secure else ()
     if source == "kraft":   # the quorum itself: under KRaft the active controller is its leader
-        return ["--controllers", s.controllers]
-    return ["--bootstrap-servers", s.bootstrap_servers, "--poll-interval", str(opts.groups_poll_seconds),
-            *(("--command-config", str(secure.kafka_client)) if secure else ())]
+        return ["--controllers", s.controllers, *client]
+    lag = ("--lag-interval", str(opts.groups_lag_seconds)) if opts.groups_lag_seconds else ()
+    return ["--bootstrap-servers", s.bootstrap_servers, "--poll-interval", str(opts.groups_poll_seconds), *lag, *client]
 
 
 def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
@@ -70,5 +73,6 @@ def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
             "--checkpoint", str(checkpoint_dir(stack.dir)),
             "--metrics-host", "127.0.0.1",
             "--metrics-port", str(port), "--master", opts.spark_master,
-            *(() if opts.trigger_seconds is None else ("--trigger-interval", str(opts.trigger_seconds)))),
+            *(() if opts.trigger_seconds is None else ("--trigger-interval", str(opts.trigger_seconds))),
+            *(() if opts.partition_detail is None else ("--partition-detail", opts.partition_detail))),
             port, marker=f"--metrics-port {port}", ready_url=f"http://127.0.0.1:{port}/metrics")

@@ -1,57 +1,26 @@
-"""One collector process: the collector, its events publisher and its /metrics + /healthz.
+"""One collector process: the collector, its events publisher and its /metrics + /healthz, and
+for the collectors that follow broker registrations, the probes of those brokers.
 
-Every collector is a :class:`Collector` that publishes to an :class:`EventSink` and counts into
-its Telemetry; a new source is one folder under collectors/ whose collector plugs in here. Both
-today (ZooKeeper, consumer groups) run through :func:`running`, in ``kmon collect``, in
-``kmon run`` and in tests (which may give an in-memory sink instead of the publisher).
+Every collector is a :class:`collectors.protocol.Collector` that publishes to an
+:class:`collectors.protocol.EventSink` and counts into its Telemetry; a new source is one folder
+under collectors/ whose collector plugs in here. They run through :func:`running`, in ``kmon
+collect``, in ``kmon run`` and in tests (which may give an in-memory sink instead of the publisher).
 """
 from __future__ import annotations
 
 import contextlib
 import logging
 import threading
-import time
-from collections import Counter
 from dataclasses import dataclass
-from operator import attrgetter
-from typing import Callable, Iterator, Protocol, Sequence
+from typing import Callable, Iterator
 
+from collectors.broker_probe import BrokerProbe
+from collectors.protocol import Collector, EventSink
 from collectors.publisher import Publisher, PublisherConfig
 from collectors.telemetry import Telemetry
-from kmon.events import Event
-from kmon.reachability import Reachability
 
 log = logging.getLogger("kmon.collector")
 PLACEMENT_CHECK_S = 2.0   # how often to ask for the two cluster ids until both are known
-_KIND = attrgetter("kind")
-
-
-class EventSink(Protocol):
-    """Where a collector's events go: the publisher, or a test's list."""
-    def publish(self, event: Event) -> None: ...
-
-
-class Collector(Protocol):
-    """What every collector is: started, stopped, asked for its health, told to send its whole
-    state again (after the publisher dropped events), asked which cluster it watches."""
-    reachability: Reachability   # of the monitored cluster's address
-
-    def start(self) -> None: ...
-    def stop(self) -> None: ...
-    def health(self) -> str | None: ...
-    def request_resync(self, reason: str) -> None: ...
-    def cluster_id(self) -> str | None: ...   # the monitored cluster's, None while unknown
-
-
-def publish_all(sink: EventSink, telemetry: Telemetry, source: str, events: Sequence[Event]) -> None:
-    """Publish a collector's events in order and count them (kmon_collector_events_total once per
-    kind and call: a labelled lookup per event cost a tenth of a large snapshot)."""
-    for event in events:
-        sink.publish(event)
-    for kind, n in Counter(map(_KIND, events)).items():   # counted by C code, not a dict update per event
-        telemetry.metric("kmon_collector_events_total", source=source, kind=kind).inc(n)
-    if events:
-        telemetry.metric("kmon_collector_last_event_timestamp_seconds", source=source).set(time.time())
 
 
 @dataclass(frozen=True)
@@ -63,12 +32,14 @@ class Running:
 
 
 @contextlib.contextmanager
-def running(cluster: str, make: Callable[[Publisher, Telemetry], Collector], events: PublisherConfig,
-            metrics_port: int | None = 0) -> Iterator[Running]:
-    """Start the collector ``make`` builds; on exit stop it, flush the events, close the HTTP server."""
+def running(cluster: str, make: Callable[[EventSink, Telemetry], Collector], events: PublisherConfig,
+            metrics_port: int | None = 0, probe_brokers: bool = False) -> Iterator[Running]:
+    """Start the collector ``make`` builds; on exit stop it, flush the events, close the HTTP server.
+    ``probe_brokers``: the collector emits the brokers' registrations; probe each (broker_probe.py)."""
     telemetry = Telemetry(cluster)
     publisher = Publisher(events, telemetry)
-    collector = make(publisher, telemetry)
+    probe = BrokerProbe(telemetry) if probe_brokers else None
+    collector = make(probe.watching(publisher) if probe else publisher, telemetry)
     # events the publisher had to drop are recovered by re-sending the current state
     publisher.set_resync_handler(collector.request_resync)
     telemetry.add_health_check(collector.health)
@@ -76,6 +47,8 @@ def running(cluster: str, make: Callable[[Publisher, Telemetry], Collector], eve
     port = None if metrics_port is None else telemetry.serve(metrics_port)
     publisher.start()
     collector.start()
+    if probe:
+        probe.start()
     stopped = threading.Event()
     check = threading.Thread(target=check_events_placement, args=(collector, publisher, telemetry, stopped),
                              name="kmon-events-placement", daemon=True)
@@ -84,6 +57,8 @@ def running(cluster: str, make: Callable[[Publisher, Telemetry], Collector], eve
         yield Running(collector, publisher, telemetry, port)
     finally:
         stopped.set()
+        if probe:
+            probe.stop()
         collector.stop()
         publisher.close()
         telemetry.close()

@@ -13,7 +13,7 @@ from typing import Callable
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
 from kmon import http
-from kmon.metrics import CATALOG
+from kmon.metrics import BY_NAME, CATALOG
 
 log = logging.getLogger("kmon.collector.telemetry")
 
@@ -35,6 +35,13 @@ class Telemetry:
     def metric(self, name: str, **labels: str) -> Counter | Gauge:
         """The series ``name{cluster=<this cluster>, **labels}``; unknown names raise KeyError."""
         return self._metrics[name].labels(cluster=self.cluster, **labels)
+
+    def forget(self, name: str, **labels: str) -> None:
+        """Drop the series ``name{cluster=<this cluster>, **labels}`` (what it was about is gone)."""
+        try:
+            self._metrics[name].remove(self.cluster, *(labels[label] for label in BY_NAME[name].labels))
+        except KeyError:   # never set
+            pass
 
     def add_health_check(self, check: HealthCheck) -> None:
         self._checks.append(check)

@@ -115,8 +115,8 @@ def regex_literal(value: str) -> str:
 
 
 def template_values(cluster: str, *, rate_interval: str = "1m", range_: str = "1h") -> dict[str, str]:
-    """What Grafana would substitute, for one cluster, all topics and groups."""
-    return {"cluster": regex_literal(cluster), "topic": ".*", "group": ".*",
+    """What Grafana would substitute, for one cluster, all topics, groups and group types."""
+    return {"cluster": regex_literal(cluster), "topic": ".*", "group": ".*", "type": ".*",
             "__rate_interval": rate_interval, "__interval": rate_interval, "__range": range_}
 
 

@@ -165,7 +165,17 @@ class GroupMember:
     client_id: str
     host: str
     group_instance_id: str | None = None
-    assignment: tuple[str, ...] = ()  # "topic:partition"
+    assignment: tuple[str, ...] = ()  # "topic:partition" (streams groups: "subtopology:partition" tasks)
+    # the rebalance protocols of Kafka 4 (consumer KIP-848, share KIP-932, streams KIP-1071); None or
+    # empty for a classic group's member
+    # the target epoch it reconciled to; -1 leaving, -2 a static member away (LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+    member_epoch: Annotated[int, Range(-2, INT32_MAX)] | None = None
+    member_state: str | None = None    # Kafka's MemberState: STABLE, UNREVOKED_PARTITIONS, ...
+    rack: str | None = None
+    subscribed_topics: tuple[str, ...] = ()
+    subscribed_regex: str | None = None
+    pending_revocation: tuple[str, ...] = ()   # partitions it still has to give up
+    classic_protocol: bool = False     # a member of a consumer group that joined with the classic protocol
 
 
 @dataclass(frozen=True)
@@ -178,17 +188,26 @@ class TopicLag:
 @dataclass(frozen=True)
 class GroupState:
     group: str
-    state: str                       # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead, ...
+    state: str                       # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead; Assigning,
+                                     # Reconciling, NotReady (streams)
     generation: Annotated[int, Range(-1, INT32_MAX)]   # -1 when unknown
     protocol_type: str = ""
     protocol: str = ""               # chosen assignor
     leader: str | None = None
     members: tuple[GroupMember, ...] = ()
     coordinator: BrokerOrNone | None = None
-    group_type: str = "classic"
+    group_type: str = "classic"      # classic, consumer (KIP-848), share (KIP-932) or streams (KIP-1071)
     state_since_ms: Int64 | None = None
     lag: Mapping[str, TopicLag] = field(default_factory=dict)
     origin: Literal["admin", "offsets"] = "admin"   # a poll, or a __consumer_offsets record
+    # the protocols of Kafka 4: the epoch of the target assignment the members reconcile to (behind
+    # the group epoch, ``generation``, while Assigning), and how many members have not reconciled yet
+    assignment_epoch: Annotated[int, Range(-1, INT32_MAX)] | None = None
+    reconciling: Int32 = 0
+    # its consumers judged from their offsets over a sliding window (collectors/groups/consumer_status.py):
+    # ok, falling_behind, rewound, stopped, stalled; None: not judged (yet, or not by this event)
+    status: str | None = None
+    partition_status: Mapping[str, str] = field(default_factory=dict)   # "topic:partition" -> status, not ok
 
 
 @dataclass(frozen=True)

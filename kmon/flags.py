@@ -6,6 +6,7 @@ names the variable, and a bad value in either place gets the same clear error.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -74,6 +75,8 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    if not math.isfinite(value):   # these are waited on or slept: no wait takes an infinite time
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
     return value
 
 

@@ -32,8 +32,16 @@ def _m(name: str, type_: MetricType, labels: tuple[str, ...], help_: str, family
     return MetricSpec(PREFIX + name, type_, labels, help_, family, kraft_only)
 
 
-GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead",
-                "Assigning", "Reconciling")
+# a group's type (the rebalance protocol it runs) -> the states Kafka gives it, as kmon exports them
+GROUP_STATES: dict[str, tuple[str, ...]] = {
+    "classic": ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"),
+    "consumer": ("Empty", "Assigning", "Reconciling", "Stable", "Dead"),       # KIP-848
+    "share": ("Empty", "Stable", "Dead"),                                       # KIP-932
+    "streams": ("Empty", "NotReady", "Assigning", "Reconciling", "Stable", "Dead"),   # KIP-1071
+}
+GROUP_TYPES = tuple(GROUP_STATES)
+# the verdicts on a group's consumers (collectors/groups/consumer_status.py), from good to worst
+CONSUMER_STATUSES = ("ok", "falling_behind", "rewound", "stopped", "stalled")
 
 CATALOG: tuple[MetricSpec, ...] = (
     # controller family
@@ -115,16 +123,38 @@ CATALOG: tuple[MetricSpec, ...] = (
        "Partitions whose leader is not the first assigned replica (Kafka's rule, incl. its reassignment exception).", "balance"),
     _m("broker_replica_partitions", "gauge", ("broker",), "Replicas hosted per broker.", "balance"),
     _m("reassigning_partitions", "gauge", (), "Partitions under reassignment.", "balance"),
+    _m("reassignment_replicas_pending", "gauge", (),
+       "Replicas being added by reassignments that have not joined their partition's ISR yet (still copying).",
+       "balance"),
     # consumer groups family
-    _m("consumer_group_state", "gauge", ("group", "state"),
-       "1 for the group's current state, 0 for the others.", "groups"),
-    _m("consumer_group_members", "gauge", ("group",), "Members of the group.", "groups"),
-    _m("consumer_group_generation", "gauge", ("group",), "Generation (epoch) of the group.", "groups"),
-    _m("consumer_group_rebalances_total", "counter", ("group",),
-       "Completed rebalances (generation steps, none missed between polls).", "groups"),
-    _m("consumer_group_state_seconds", "gauge", ("group",), "Seconds in the current state.", "groups"),
-    _m("consumer_group_lag", "gauge", ("group", "topic"), "Messages behind the end offsets.", "groups"),
-    _m("consumer_group_lag_seconds", "gauge", ("group", "topic"),
+    # (type: classic, consumer, share or streams: the rebalance protocol the group runs)
+    _m("consumer_group_state", "gauge", ("group", "type", "state"),
+       "1 for the group's current state, 0 for the others of its type.", "groups"),
+    _m("consumer_group_members", "gauge", ("group", "type"), "Members of the group.", "groups"),
+    _m("consumer_group_generation", "gauge", ("group", "type"),
+       "Generation of a classic group; the group epoch of a consumer, share or streams group.", "groups"),
+    _m("consumer_group_rebalances_total", "counter", ("group", "type"),
+       "Completed rebalances: generation steps (consumer, share, streams: group epoch steps), none missed "
+       "between polls.", "groups"),
+    _m("consumer_group_state_seconds", "gauge", ("group", "type"), "Seconds in the current state.", "groups"),
+    _m("consumer_group_info", "gauge", ("group", "type", "assignor"),
+       "The group's assignor (classic: the protocol its leader chose; consumer, share, streams: the server-side "
+       "assignor its members asked for, \"default\" for the coordinator's own); the value is always 1.", "groups"),
+    _m("consumer_group_assignment_epoch", "gauge", ("group", "type"),
+       "Epoch of the target assignment the members reconcile to: behind the group epoch while the group is "
+       "Assigning. Consumer, share and streams groups only.", "groups"),
+    _m("consumer_group_reconciling_members", "gauge", ("group", "type"),
+       "Members that have not reconciled with the target assignment yet (still revoking or waiting for "
+       "partitions). Consumer, share and streams groups only.", "groups"),
+    _m("consumer_group_status", "gauge", ("group", "type", "status"),
+       "1 for the verdict on the group's consumers from their committed and end offsets over a sliding window "
+       "(ok, falling_behind, rewound, stopped, stalled: its worst partition's), 0 for the others; absent until "
+       "judged.", "groups"),
+    _m("consumer_group_partition_status", "gauge", ("group", "type", "topic", "partition", "status"),
+       "1 for each partition of the group whose consumer is not ok, with the verdict on it.", "groups"),
+    _m("consumer_group_lag", "gauge", ("group", "type", "topic"),
+       "Messages behind the end offsets (share groups: the share-partitions' start offsets).", "groups"),
+    _m("consumer_group_lag_seconds", "gauge", ("group", "type", "topic"),
        "Time behind, estimated from (end offset, time) samples.", "groups"),
     # the monitor itself (streaming app)
     _m("events_total", "counter", ("source", "kind"), "Events applied to the views.", "self"),
@@ -159,6 +189,12 @@ CATALOG: tuple[MetricSpec, ...] = (
     _m("collector_metadata_lag_records", "gauge", (),
        "KRaft: committed metadata records the collector has not read yet (the high watermark minus its offset).",
        "collector", kraft_only=True),
+    _m("collector_broker_reachable", "gauge", ("broker",),
+       "1 while the broker answers kmon's probe (an ApiVersions request on one of its listeners, every second), "
+       "0 once it refused, reset or stayed silent past the probe's timeout: unreachable from kmon, which is not "
+       "yet dead to Kafka. Probed by the ZooKeeper and KRaft collectors, for every registered broker.", "collector"),
+    _m("collector_broker_probe_seconds", "gauge", ("broker",),
+       "Seconds the latest probe of the broker took, answered or not.", "collector"),
     _m("collector_admin_calls_total", "counter", ("call",), "Kafka Admin API calls made.", "collector"),
     _m("collector_poll_duration_seconds", "gauge", (), "Duration of the latest group poll cycle.", "collector"),
     _m("collector_end_offsets_unknown", "gauge", (),

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
+import struct
 import threading
 import time
 from typing import Callable, Sequence
@@ -33,7 +35,7 @@ def unreachable_line(role: str, address: str, waited: float, error: str | None, 
 
 
 def refused_line(role: str, address: str, error: str) -> str:
-    return f"the {role} {address} refused kmon's credentials ({error}); exiting: retrying cannot fix them"
+    return f"the {role} {address} refused kmon ({error}); exiting: retrying cannot fix that"
 
 
 def reached_line(role: str, address: str, waited: float) -> str:
@@ -94,7 +96,8 @@ class Reachability:
             self._error = error
 
     def refused(self, error: str) -> None:
-        """The address answered but rejected kmon's credentials: ``check`` gives up at once."""
+        """The address answered but rejected kmon's credentials or what they are allowed: ``check``
+        gives up at once."""
         with self._lock:
             self._refused = self._refused or error
 
@@ -125,7 +128,7 @@ class Reachability:
     def check(self, startup_timeout: float = 0) -> bool:
         """Log the unreachable line when due; False (after logging why) once ``startup_timeout``
         (0: none) passed since the start without the address ever being reached, or once the
-        address refused kmon's credentials."""
+        address refused kmon (its credentials, or what they may do)."""
         with self._lock:
             now = self._clock()
             if self._refused is not None:
@@ -191,3 +194,41 @@ def keep_probing(reach: Reachability, probe: Callable[[], str | None], stop: thr
         reach.observe(probe())
         if stop.wait(every):
             return
+
+
+# ApiVersions v0 (api key 18), which every Kafka server answers, before any login too
+_API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, len(b"kmon-probe")) + b"kmon-probe"
+_API_VERSIONS_REQUEST = struct.pack(">i", len(_API_VERSIONS_V0)) + _API_VERSIONS_V0
+
+
+def kafka_probe(host: str, port: int, timeout: float, tls: ssl.SSLContext | None = None) -> str | None:
+    """None if the Kafka server on ``host:port`` answers an ApiVersions request within ``timeout``
+    (a server that serves requests, which is more than a port that accepts connections: a hung JVM's
+    kernel still accepts them), else why not. ``tls``: the listener is TLS; the handshake is the first
+    answer then, and a refusal in it (a client certificate wanted) is an answer too."""
+    deadline = time.monotonic() + timeout
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as plain:
+            conn = plain
+            if tls is not None:
+                try:
+                    conn = tls.wrap_socket(plain, server_hostname=host)
+                except ssl.SSLError:
+                    return None   # it spoke TLS: it answers
+            conn.settimeout(max(0.001, deadline - time.monotonic()))
+            conn.sendall(_API_VERSIONS_REQUEST)
+            if len(conn.recv(8)) < 4:
+                return "closed the connection without an answer"
+            return None
+    except socket.timeout:
+        return f"no answer within {timeout:g} s"
+    except OSError as e:
+        return e.strerror or str(e)
+
+
+def any_tls() -> ssl.SSLContext:
+    """A TLS context that takes any certificate: enough to tell whether a TLS listener answers."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context

@@ -103,6 +103,11 @@ class KraftProfile:
                        # (metadata.log.segment.bytes cannot go below 8 MiB).
                        "metadata.max.retention.ms": "5000",
                        "metadata.log.segment.ms": "30000",
+                       # the group protocols of Kafka 4 fence a member 6 s after its last heartbeat
+                       **{f"group.{kind}.{name}": value for kind in ("consumer", "share", "streams")
+                          for name, value in (("min.session.timeout.ms", "5000"), ("session.timeout.ms", "6000"),
+                                              ("min.heartbeat.interval.ms", "500"),
+                                              ("heartbeat.interval.ms", "1000"))},
                    })
 
 
@@ -168,6 +173,7 @@ class KraftNode:
     node_id: int
     broker_port: int = 0       # 0: not a broker
     controller_port: int = 0   # 0: not a controller
+    mtls_port: int = 0         # a secure controller's listener for clients by certificate; 0: none
 
     @property
     def roles(self) -> str:

@@ -30,7 +30,7 @@ import re
 import shutil
 import signal
 import socket
-import struct
+import ssl
 import subprocess
 import sys
 import time
@@ -41,16 +41,18 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ClusterMetadata
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ClusterMetadata,
+                                   ResourcePatternType, ResourceType)
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from kmon.client_config import KafkaClientProperties, ZooKeeperClientProperties
+from kmon.reachability import kafka_probe
 from kmon.toolchain import Toolchain
 from stack import configs
 from stack.owner import Busy, OwnerLock
 from stack.process import cmdline, free_port, pid_alive, port_free, spawn, stop, stop_all, wait_until
-from stack.secure import SecureFiles
+from stack.secure import KMON_PRINCIPALS, MTLS_LISTENER, SecureFiles
 
 log = logging.getLogger("kmon.stack")
 
@@ -75,6 +77,7 @@ class Component:
     pid: int = 0
     ready_url: str = ""  # HTTP endpoint answering 200 once the process serves
     controller_port: int = 0   # a KRaft controller's CONTROLLER listener (``port`` is its broker one, if any)
+    controller_mtls_port: int = 0   # a secure KRaft controller's listener for clients by certificate
 
     def alive(self) -> bool:
         return self.pid > 0 and pid_alive(self.pid)
@@ -134,6 +137,12 @@ class StackState:
         return ",".join(f"127.0.0.1:{c.controller_port}" for c in self.components.values() if c.controller_port)
 
     @property
+    def controllers_mtls(self) -> str:
+        """A secure KRaft quorum's listeners for clients with a certificate (mTLS), "" if none."""
+        return ",".join(f"127.0.0.1:{c.controller_mtls_port}" for c in self.components.values()
+                        if c.controller_mtls_port)
+
+    @property
     def events_bootstrap_servers(self) -> str:
         """Where kmon's events go: its own cluster, or the monitored one when the stack has none."""
         events = self.components.get(EVENTS)
@@ -152,6 +161,10 @@ class StackState:
         """The CONTROLLER port the KRaft node ``name`` had (0 if none)."""
         c = self.components.get(name)
         return c.controller_port if c else 0
+
+    def controller_mtls_port_of(self, name: str) -> int:
+        c = self.components.get(name)
+        return c.controller_mtls_port if c else 0
 
     def save(self) -> None:
         path = self.dir / STATE_FILE
@@ -179,9 +192,9 @@ class StackState:
 
 def shape_flags(kraft: bool, brokers: int, controllers: int, chroot: str, secure: bool) -> str:
     """Pure: the flags that say what a stack is made of, as a user types them."""
-    if kraft:
-        return f"--kraft --brokers {brokers}" + (f" --dedicated-controllers {controllers}" if controllers else "")
-    return f"--brokers {brokers}" + (f" --chroot {chroot}" if chroot else "") + (" --secure" if secure else "")
+    shape = (f"--kraft --brokers {brokers}" + (f" --dedicated-controllers {controllers}" if controllers else "")
+             if kraft else f"--brokers {brokers}" + (f" --chroot {chroot}" if chroot else ""))
+    return shape + (" --secure" if secure else "")
 
 
 def collector_sources(kraft: bool) -> tuple[str, str]:
@@ -234,8 +247,7 @@ class StackRequest:
         """Flags that do not go together: one line naming them."""
         if self.controllers and not self.kraft:
             raise StackError(f"--dedicated-controllers {self.controllers} needs --kraft: dedicated controllers are KRaft's")
-        zk_only = [name for name, given in (("--chroot", self.chroot), ("--zookeeper-port", self.zk_port),
-                                             ("--secure", self.secure)) if given]
+        zk_only = [name for name, given in (("--chroot", self.chroot), ("--zookeeper-port", self.zk_port)) if given]
         if self.kraft and zk_only:
             raise StackError(f"--kraft does not go with {', '.join(zk_only)} (ZooKeeper-mode stacks only)")
 
@@ -314,6 +326,8 @@ class LocalStack:
                 self._spawn(c)
             if req.kraft:
                 self._wait_kraft_cluster()
+                if self.state.secure_files:
+                    self._grant_kmon(self.state.secure_files)
             else:
                 for i in range(req.brokers):
                     self._wait_broker(i + 1)
@@ -463,8 +477,9 @@ class LocalStack:
         metadata (as the first broker that answers lists them)."""
         assert self.state
         if self.state.kraft:
+            client = self.state.kafka_client()
             for c in self.state.components.values():
-                if c.name.startswith("broker-") and c.alive() and (found := metadata_brokers(c.port)):
+                if c.name.startswith("broker-") and c.alive() and (found := metadata_brokers(c.port, client)):
                     return sorted(found)
             return []
         with self.zk() as client:
@@ -574,6 +589,19 @@ class LocalStack:
                 raise StackError(f"creating the SCRAM user {user} failed: {done.stdout}{done.stderr}")
         log.info("SCRAM users %s created", ", ".join(u for u, _ in users))
 
+    def _grant_kmon(self, secure: SecureFiles) -> None:
+        """kmon's ACLs on a secure KRaft cluster, as an operator grants them (again on a resume: the
+        same binding twice is one)."""
+        admin = AdminClient({"bootstrap.servers": self.state.bootstrap_servers if self.state else "", "log_level": 0,
+                             **secure.admin_client()})
+        bindings = [AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, principal, "*",
+                               operation, AclPermissionType.ALLOW)
+                    for principal in KMON_PRINCIPALS for operation in (AclOperation.DESCRIBE,
+                                                                       AclOperation.CLUSTER_ACTION)]
+        for future in admin.create_acls(bindings, request_timeout=30).values():
+            future.result()
+        log.info("granted %s DESCRIBE and CLUSTER_ACTION on the cluster", " and ".join(KMON_PRINCIPALS))
+
     def _servers(self) -> list[Component]:
         """The Kafka JVMs written by ``up``: the monitored brokers (and KRaft controllers) and the events node."""
         assert self.state
@@ -606,6 +634,8 @@ class LocalStack:
         def port(name: str, listener: str) -> int:
             if listener == "CONTROLLER":
                 return _port(again.controller_port_of(name))
+            if listener == MTLS_LISTENER:
+                return _port(again.controller_mtls_port_of(name)) if req.secure else 0
             broker_id = int(name.split("-")[1])
             return req.first_broker_port + broker_id - 1 if req.first_broker_port else _port(again.port_of(name))
         nodes = kraft_layout(req.brokers, req.controllers, port)
@@ -618,27 +648,30 @@ class LocalStack:
             raise StackError(f"{self._data(wrong[0][0])} holds the storage of KRaft cluster {wrong[0][1]}, not of "
                              f"this stack's {cluster_id}: delete it, or start over with --fresh")
         self.state.cluster_id = cluster_id
+        secure = self.state.secure_files
         for name, node in nodes:
             cfg = self.dir / f"{name}.properties"
+            listeners = secure.kraft_properties(node.broker_port, node.controller_port, node.mtls_port) if secure else {}
             cfg.write_text(configs.kraft_node_properties(node, voters, self._data(name), req.brokers, profile,
-                                                         req.extra_props))
+                                                         {**listeners, **req.extra_props}))
             jvm = req.broker_jvm_options(node.node_id) if req.broker_jvm_options and node.broker_port else []
             c = self._add(name, node.broker_port or node.controller_port,
                           self._kafka4(cfg, profile.node_heap, jvm), str(cfg))
-            c.controller_port = node.controller_port
-        self._format([name for name, found in formatted.items() if not found], profile.features)
+            c.controller_port, c.controller_mtls_port = node.controller_port, node.mtls_port
+        self._format([name for name, found in formatted.items() if not found], profile.features,
+                     secure.kraft_format_args() if secure else [])
 
     def _data(self, name: str) -> Path:
         """The log directory of a KRaft node (its meta.properties says whether it was formatted)."""
         return self.dir / f"{name}-data"
 
-    def _format(self, names: list[str], features: dict[str, int]) -> None:
+    def _format(self, names: list[str], features: dict[str, int], extra: list[str]) -> None:
         """Format the storage of these KRaft nodes with the stack's cluster id, all at once (a JVM each).
         The static ``controller.quorum.voters`` in their properties is all the tool needs."""
         assert self.state
         argv = [self.tools.java, "-cp", self.tools.kafka4_classpath, "kafka.tools.StorageTool", "format",
                 "-t", self.state.cluster_id,
-                *(arg for name, level in features.items() for arg in ("--feature", f"{name}={level}"))]
+                *(arg for name, level in features.items() for arg in ("--feature", f"{name}={level}")), *extra]
         running = {name: subprocess.Popen([*argv, "-c", str(self.dir / f"{name}.properties")], text=True,
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for name in names}
         failed = []
@@ -668,9 +701,10 @@ class LocalStack:
                 raise RuntimeError(f"{dead[0].name} exited before the cluster was ready (log: {dead[0].log})")
             return True
         ids = set(self.broker_ids())
+        client = self.state.kafka_client()
         for broker_id in sorted(ids):
             c = self.component(f"broker-{broker_id}")
-            wait_until(lambda: ids <= metadata_brokers(c.port), timeout,
+            wait_until(lambda: ids <= metadata_brokers(c.port, client), timeout,
                        f"{c.name} serving metadata that lists every broker (log: {c.log})", interval=0.5,
                        alive=none_died)
         log.info("KRaft cluster %s: brokers %s registered and serving, controllers %s", self.state.cluster_id,
@@ -679,12 +713,16 @@ class LocalStack:
     def _wait_kraft_node(self, c: Component, timeout: float) -> None:
         """A (re)started KRaft node serves: a broker lists itself in its metadata (registered and
         unfenced: it caught up with the metadata log), a dedicated controller answers requests."""
+        assert self.state
         if c.name.startswith("broker-"):
             broker_id = int(c.name.split("-")[1])
-            wait_until(lambda: broker_id in metadata_brokers(c.port), timeout,
+            client = self.state.kafka_client()
+            wait_until(lambda: broker_id in metadata_brokers(c.port, client), timeout,
                        f"{c.name} registered and serving (log: {c.log})", interval=0.5, alive=c.alive)
         else:
-            wait_until(lambda: answers_api_versions(c.controller_port), timeout,
+            secure = self.state.secure_files
+            tls = ssl.create_default_context(cafile=str(secure.ca)) if secure else None
+            wait_until(lambda: answers_api_versions(c.controller_port, tls), timeout,
                        f"{c.name} serving on 127.0.0.1:{c.controller_port} (log: {c.log})", interval=0.5,
                        alive=c.alive)
         log.info("%s serving", c.name)
@@ -759,7 +797,8 @@ def kraft_layout(brokers: int, controllers: int,
     controllers are FIRST_CONTROLLER_ID and up."""
     def node(name: str, node_id: int, broker: bool, controller: bool) -> tuple[str, configs.KraftNode]:
         return name, configs.KraftNode(node_id, broker_port=port(name, "PLAINTEXT") if broker else 0,
-                                       controller_port=port(name, "CONTROLLER") if controller else 0)
+                                       controller_port=port(name, "CONTROLLER") if controller else 0,
+                                       mtls_port=port(name, MTLS_LISTENER) if controller else 0)
     return ([node(f"broker-{i}", i, True, not controllers) for i in range(1, brokers + 1)] +
             [node(f"controller-{i}", i, False, True)
              for i in range(FIRST_CONTROLLER_ID, FIRST_CONTROLLER_ID + controllers)])
@@ -836,34 +875,16 @@ def serves_metadata(port: int, broker_id: int, client: dict[str, str] | None = N
     return md is not None and broker_id in md.brokers and md.controller_id >= 0
 
 
-def metadata_brokers(port: int) -> set[int]:
+def metadata_brokers(port: int, client: dict[str, str] | None = None) -> set[int]:
     """The brokers the broker on ``port`` lists in its metadata (under KRaft: registered and unfenced)."""
-    md = _metadata(port)
+    md = _metadata(port, client)
     return set(md.brokers) if md is not None else set()
 
 
-def answers_api_versions(port: int) -> bool:
-    """The Kafka server on ``port`` answers an ApiVersions request (v0): it serves requests, which is
-    more than listening. A KRaft controller is asked so, as no client library here talks to one."""
-    correlation = 7
-    client = b"kmon-stack"
-    request = struct.pack(">hhih", 18, 0, correlation, len(client)) + client
-    with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
-        s.sendall(struct.pack(">i", len(request)) + request)
-        head = _read(s, 4)
-        answer = _read(s, struct.unpack(">i", head)[0])
-    got, error = struct.unpack(">ih", answer[:6])
-    return got == correlation and error == 0
-
-
-def _read(s: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = s.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("closed by the server")
-        data += chunk
-    return data
+def answers_api_versions(port: int, tls: ssl.SSLContext | None = None) -> bool:
+    """The Kafka server on ``port`` answers an ApiVersions request: it serves requests, which is more
+    than listening. A KRaft controller is asked so, as no client library here talks to one."""
+    return kafka_probe("127.0.0.1", port, 2.0, tls) is None
 
 
 def four_letter(port: int, word: str) -> str:

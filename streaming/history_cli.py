@@ -17,7 +17,7 @@ from typing import Iterable, TextIO
 from kmon import flags
 from kmon.history import TRANSITION_KINDS, Transition, order_key
 from kmon.signals import stop_on_signals
-from streaming.history_log import HistoryFile, files, read
+from streaming.history_log import EARLIEST_MS, LATEST_MS, HistoryFile, files, read
 from streaming.paths import default_checkpoint, history_dir
 
 log = logging.getLogger("kmon.history")
@@ -90,14 +90,21 @@ def parse_time(flag: str, text: str) -> int:
     text = text.strip()
     try:
         if re.fullmatch(r"\d+(\.\d+)?", text):
-            return int(float(text) * 1000)
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            ms = float(text) * 1000
+        else:
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            ms = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp() * 1000
     except ValueError:
         raise ValueError(f"{flag} {text!r} is not a time: use ISO 8601 (2026-11-23T14:05:00, "
                          "UTC unless it has an offset) or epoch seconds") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return int(parsed.timestamp() * 1000)
+    if not EARLIEST_MS <= ms <= LATEST_MS:   # no day to look in (an offset can push year 1 or 9999 out)
+        raise ValueError(f"{flag} {text!r} is past the years 1 to 9999")
+    return int(ms)
+
+
+def _printable(text: str) -> str:
+    """The text, quoted and escaped when it holds what would break the line (a line feed, a CR)."""
+    return text if text.isprintable() else repr(text)
 
 
 def query_of(args: argparse.Namespace, now_ms: int) -> Query:
@@ -107,8 +114,8 @@ def query_of(args: argparse.Namespace, now_ms: int) -> Query:
         kinds = frozenset(k.strip() for k in args.kind.split(",") if k.strip())
         unknown = sorted(kinds - TRANSITION_KINDS.keys())
         if unknown or not kinds:
-            raise ValueError(f"--kind {args.kind!r}: unknown kind {', '.join(unknown) or '(none given)'}; "
-                             f"kinds: {', '.join(TRANSITION_KINDS)}")
+            named = ", ".join(map(_printable, unknown)) or "(none given)"
+            raise ValueError(f"--kind {args.kind!r}: unknown kind {named}; kinds: {', '.join(TRANSITION_KINDS)}")
     broker = None
     if args.broker is not None:
         if not re.fullmatch(r"-?\d+", args.broker.strip()):
@@ -117,7 +124,10 @@ def query_of(args: argparse.Namespace, now_ms: int) -> Query:
     if args.from_:
         since = parse_time("--from", args.from_)
     else:
-        since = now_ms - int(parse_duration(args.since) * 1000)
+        back_ms = parse_duration(args.since) * 1000
+        if not back_ms <= now_ms - EARLIEST_MS:
+            raise ValueError(f"--since {args.since!r} reaches past the year 1")
+        since = now_ms - int(back_ms)
     until = parse_time("--to", args.to) if args.to else None
     if args.follow and until is not None:
         raise ValueError("--follow and --to exclude each other: a range with an end has nothing new to follow")

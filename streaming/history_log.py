@@ -47,6 +47,11 @@ def writer_id(checkpoint: Path) -> str:
 
 
 DAY_MS = 86_400_000
+# the times a day can be named for, and printed: datetime's years 1 to 9999, in ms since the epoch
+EARLIEST_MS = int(datetime(1, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
+LATEST_MS = int(datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc).timestamp() * 1000)
+# columns every row has (Transition's fields without a default)
+_REQUIRED = ("time_ms", "kind", "entity")
 
 
 def _day(ms: int) -> date:
@@ -165,15 +170,36 @@ def files(directory: Path, since_ms: int | None = None, until_ms: int | None = N
 
 
 def read(file: HistoryFile) -> Iterator[Transition]:
-    """The rows of one file; raises ValueError naming it when it is not a history file."""
+    """The rows of one file; raises ValueError naming it (one line) when it is not a history file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     try:
         table = pq.read_table(file.path)
     except (OSError, pa.ArrowException) as e:
-        raise ValueError(f"{file.path}: not a readable Parquet file ({e})") from None
-    missing = [c for c in INT_COLUMNS if c not in table.column_names]
-    if missing:
-        raise ValueError(f"{file.path}: not a kmon history file (no column {', '.join(missing)})")
+        raise ValueError(f"{file.path}: not a readable Parquet file ({' '.join(str(e).split())})") from None
+    problem = _not_history(table)
+    if problem:
+        raise ValueError(f"{file.path}: not a kmon history file ({problem})")
     for row in table.select(list(INT_COLUMNS)).to_pylist():
         yield Transition(cluster=file.cluster, **row)
+
+
+def _not_history(table: pa.Table) -> str | None:
+    """What makes a table no history file: the columns, their types and values as _write writes them
+    (another writer's rows would break the sort, the filters or the printing of a time)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    missing = [c for c in INT_COLUMNS if c not in table.column_names]
+    if missing:
+        return f"no column {', '.join(missing)}"
+    for column, is_int in INT_COLUMNS.items():
+        kind = table.schema.field(column).type
+        if kind != (pa.int64() if is_int else pa.string()):
+            return f"column {column} holds {kind}"
+    nulls = [c for c in _REQUIRED if table[c].null_count]
+    if nulls:
+        return f"null {', '.join(nulls)}"
+    times = pc.min_max(table["time_ms"])
+    if table.num_rows and not EARLIEST_MS <= times["min"].as_py() <= times["max"].as_py() <= LATEST_MS:
+        return "a time past the years 1 to 9999"
+    return None

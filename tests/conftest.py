@@ -52,7 +52,8 @@ def monitored_stack(directory: Path, toolchain: Toolchain, cluster: str, **reque
     """A stack with its own events cluster and the whole monitor on it (both collectors, the
     stream app on a 0.5 s trigger), as the fault scenarios run it."""
     with running_stack(directory, toolchain, **{"prometheus": True, "events_cluster": True, **request}) as stack:
-        start_monitor(stack, MonitorOptions(cluster=cluster, trigger_seconds=0.5, groups_poll_seconds=2))
+        start_monitor(stack, MonitorOptions(cluster=cluster, trigger_seconds=0.5, groups_poll_seconds=2,
+                                            groups_lag_seconds=2))
         yield stack
 
 

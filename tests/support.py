@@ -1,9 +1,11 @@
 """Helpers for integration tests: topics through the Admin API, partition state from ZooKeeper,
-schema events produced like a collector would, /metrics read back."""
+schema events produced like a collector would, /metrics read back, Prometheus' alerts and rule
+evaluations, the transition history against the counters."""
 from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 import urllib.request
 from typing import Any, Callable, TypeVar
 
@@ -11,9 +13,14 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
+from cli.monitor import checkpoint_dir
 from kmon.codec import decode, encode
 from kmon.events import Event, MalformedEvent, PartitionState, ZnodeMeta, entity_key
+from kmon.history import COUNTED, Transition, order_key
+from collectors.kraft.wire import QuorumInfo
 from stack.local import LocalStack
+from streaming.history_log import files, read
+from streaming.paths import history_dir
 
 T = TypeVar("T")
 
@@ -104,6 +111,68 @@ def create_topic(stack: LocalStack, name: str, partitions: int = 1, rf: int = 3,
                f"state znodes of {name}")
 
 
+def reassign(stack: LocalStack, topic: str, partition: int, replicas: list[int]) -> None:
+    """Start moving a partition of a KRaft cluster: AlterPartitionReassignments (v0), as Kafka's tool
+    sends it, but without the tool's check that every target broker is alive, so a move can wait for
+    a broker that is down (the controller only wants it registered)."""
+    from collectors.kraft.connection import ClientSecurity, Connection
+    from collectors.kraft.wire import Reader, Writer, error_name
+    assert stack.state
+    port = next(c.port for name, c in stack.state.components.items() if name.startswith("broker-") and c.alive())
+    body = Writer().int32(30_000).count(1).compact_string(topic).count(1).int32(partition).count(len(replicas))
+    for broker in replicas:
+        body.int32(broker)
+    body.no_tags().no_tags().no_tags()
+    with Connection("127.0.0.1", port, ClientSecurity(), 30, "test") as conn:
+        r = conn.call(45, 0, body.bytes())
+    def partition_error(x: Reader) -> tuple[int, str | None]:
+        x.int32()
+        answer = x.int16(), x.compact_nullable_string()
+        x.tagged()
+        return answer
+
+    def topic_errors(x: Reader) -> list[tuple[int, str | None]]:
+        x.compact_string()
+        errors = x.compact_array(partition_error) or []
+        x.tagged()
+        return errors
+
+    r.int32()   # throttle time
+    error, message = r.int16(), r.compact_nullable_string()
+    errors = [(error_name(code), why) for topic_ in r.compact_array(topic_errors) or [] for code, why in topic_ if code]
+    assert not error and not errors, (error_name(error), message, errors)
+
+
+def quorum(stack: LocalStack) -> QuorumInfo:
+    """The quorum as its leader describes it (any controller answers who leads)."""
+    from collectors.kraft import wire
+    from collectors.kraft.connection import ClientSecurity, Connection
+    assert stack.state
+    for address in stack.state.controllers.split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with Connection(host, int(port), ClientSecurity(), 5, "test") as conn:
+                info = wire.parse_describe_quorum(conn.call(wire.API_DESCRIBE_QUORUM, wire.DESCRIBE_QUORUM_VERSION,
+                                                            wire.describe_quorum_request()))
+        except OSError:
+            continue
+        if not info.error:
+            return info
+    raise AssertionError("no controller describes the quorum")
+
+
+def preferred_election(stack: LocalStack) -> None:
+    """Elect every partition's preferred replica, as an operator does (Kafka's own tool's call)."""
+    from confluent_kafka import ElectionType
+    assert stack.state
+    admin = AdminClient({"bootstrap.servers": stack.state.bootstrap_servers, **stack.state.kafka_client()})
+    try:
+        admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=60)
+    except Exception as e:  # partitions already led by their preferred replica are reported as errors
+        if "ELECTION_NOT_NEEDED" not in str(e):
+            raise
+
+
 def partition_state(stack: LocalStack, topic: str, partition: int) -> dict[str, Any]:
     with stack.zk() as client:
         data, _ = client.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
@@ -124,6 +193,73 @@ def metrics(port: int) -> dict[tuple[str, frozenset], float]:
 
 def value(port: int, name: str, cluster: str, **labels: str) -> float | None:
     return metrics(port).get((name, frozenset({"cluster": cluster, **labels}.items())))
+
+
+def prom(stack: LocalStack, path: str, **params: str) -> dict:
+    url = f"{stack.state.url('prometheus')}{path}?{urllib.parse.urlencode(params)}"  # type: ignore[union-attr]
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read())["data"]
+
+
+def firing(stack: LocalStack) -> set[str]:
+    return {a["labels"]["alertname"] for a in prom(stack, "/api/v1/alerts")["alerts"] if a["state"] == "firing"}
+
+
+def ever_fired(stack: LocalStack, alert: str, window: str, **labels: str) -> bool:
+    sel = ",".join([f'alertname="{alert}"', 'alertstate="firing"'] + [f'{k}="{x}"' for k, x in labels.items()])
+    return bool(prom(stack, "/api/v1/query", query=f"max_over_time(ALERTS{{{sel}}}[{window}])")["result"])
+
+
+class RuleEvaluations:
+    """Counts Prometheus' evaluations of kmon's rule groups from the moment it is made."""
+
+    def __init__(self, stack: LocalStack) -> None:
+        self.stack = stack
+        self.seen: set[tuple[str, ...]] = {self._last()}
+
+    def _last(self) -> tuple[str, ...]:
+        return tuple(sorted(g["lastEvaluation"] for g in prom(self.stack, "/api/v1/rules")["groups"]))
+
+    def at_least(self, n: int) -> bool:
+        self.seen.add(self._last())
+        return len(self.seen) > n
+
+
+def history_rows(stack: LocalStack, cluster: str) -> list[Transition]:
+    """The transition history the stack's stream app wrote for ``cluster``, in order."""
+    return sorted((t for f in files(history_dir(checkpoint_dir(stack.dir))) if f.cluster == cluster for t in read(f)),
+                  key=order_key)
+
+
+def history_disagreements(stack: LocalStack, cluster: str) -> list[str]:
+    """Each exported counter of ``cluster`` against the rows of its kinds with its labels: [] when equal."""
+    assert stack.state
+    exported = metrics(stack.state.stream_port)
+    history = history_rows(stack, cluster)
+    kinds = {c.metric: c.kinds for c in COUNTED}
+    out = []
+    for (name, label_set), n in exported.items():
+        labels = {k: x for k, x in label_set if k in Transition._fields}   # a group's type is no column
+        if name not in kinds or labels.pop("cluster") != cluster:
+            continue
+        count = sum(1 for t in history if t.kind in kinds[name]
+                    and all(str(getattr(t, k)) == x for k, x in labels.items()))
+        if count != n:
+            out.append(f"{name}{labels}: exported {n}, in the history {count}")
+    return out
+
+
+def assert_history_agrees(stack: LocalStack, cluster: str, timeout: float = 60) -> None:
+    """Waits until every counter of ``cluster`` equals its rows in the history; fails naming those that do not."""
+    seen: list[str] = []
+
+    def agree() -> bool:
+        seen[:] = history_disagreements(stack, cluster)
+        return not seen
+    try:
+        eventually(agree, timeout, "history and counters agree")
+    except AssertionError as e:
+        raise AssertionError(f"{e}: " + "; ".join(seen)) from None
 
 
 class Events:

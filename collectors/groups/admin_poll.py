@@ -1,19 +1,20 @@
 """The Admin API half: every poll interval, list and describe the groups, sample end
 offsets; at the lag interval, compute lag. Emits a group's state when it changed since
 the last poll (state, members, assignor, coordinator) and every group, with its lag, at
-the lag interval."""
+the lag interval. The groups of Kafka 4's protocols that the __consumer_offsets reader holds
+(collectors.groups.book.ModernStates) are its to describe: the poller adds their lag only."""
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from dataclasses import replace
 from typing import Callable, Iterable, Mapping
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from collectors.groups.book import GroupBook, Seen
+from collectors.groups.book import NO_OFFSETS, GroupBook, ModernStates, Offsets, Seen
+from collectors.groups.consumer_status import ConsumerStatus
 from collectors.groups.config import GroupsConfig
 from collectors.groups.gather import Gathered, K, gather
 from collectors.groups.lag import LagTable
@@ -64,16 +65,19 @@ def _not_found(error: BaseException) -> bool:
 
 class AdminPoller:
     def __init__(self, config: GroupsConfig, admin: AdminClient, book: GroupBook, emitter: Emitter,
-                 offsets_read: threading.Event | None) -> None:
+                 modern: ModernStates, offsets_read: threading.Event | None) -> None:
         self._config = config
         self._admin = admin
         self._book = book
         self._emitter = emitter
+        self._modern = modern
         # set once the __consumer_offsets reader holds every committed offset (None: no reader)
         self._offsets_read = offsets_read
         self._samples = LagTable()
         self._sampled: set[Partition] = set()
         self._lags: dict[str, dict[str, TopicLag]] = {}   # latest lag per group, sent with every event
+        self._judge = ConsumerStatus(config.stall_window_s)
+        self._offsets: dict[str, Offsets] = {}   # what each group's events carry of its offsets
         self._next_lag = 0.0
         self._resync = threading.Event()
         self._poll_duration = emitter.telemetry.metric("kmon_collector_poll_duration_seconds")
@@ -104,34 +108,58 @@ class AdminPoller:
         listed = self._list_groups()
         if listed is None:
             return
-        groups, complete = listed
+        listed_groups, complete = listed
+        modern = self._modern.groups()
+        groups = sorted(set(listed_groups) - modern.keys())
         # described too when the listing is complete: whether a group it lacks is gone (present_groups)
-        missing = sorted(self._book.emitted_groups() - set(groups)) if complete else []
+        missing = sorted(self._book.emitted_groups() - set(groups) - modern.keys()) if complete else []
         described, failed = self._describe(groups + missing)
         # a lag emission is the resync too: it sends every group's full state
         lag_due = self._resync.is_set() or started >= self._next_lag
         if lag_due:
             self._resync.clear()
             self._next_lag = started + self._config.lag_interval_s
-            self._refresh_committed(groups)
+            # a share group commits no offsets: the reader has its start offsets instead
+            self._refresh_committed(groups + sorted(g for g, kind in modern.items() if kind != "share"))
         committed = {g: {tp: o for tp, o in offsets.items() if self._config.topics(tp[0])}
-                     for g, offsets in self._book.committed(groups).items()}
+                     for g, offsets in self._book.committed(groups + sorted(modern)).items()}
         end_offsets = self._sample_end_offsets({tp for offsets in committed.values() for tp in offsets})
+        now = time.monotonic()
         if lag_due:
-            now = time.monotonic()
             self._lags = {g: topic_lags(committed.get(g, {}), end_offsets, self._samples, now)
-                          for g in described}
+                          for g in {*described, *modern}}
+        self._judge.observe(now, committed, end_offsets)
+        judged = self._judged({*described, *modern})
+        self._modern.emit_offsets(self._offsets, None if lag_due else judged)
         alive = {g for g, s in described.items() if s.state != "Dead"}  # Dead: no longer exists
         for group in sorted(alive):
-            self._emit(described[group], started, lag_due)
+            self._emit(described[group], started, lag_due or group in judged)
         if complete:
             self._delete_vanished(present_groups(groups, described, failed))
         self._poll_duration.set(time.monotonic() - started)
 
-    def _emit(self, state: GroupState, started: float, lag_due: bool) -> None:
+    def _judged(self, groups: set[str]) -> set[str]:
+        """Each group's lag and the verdict on its consumers as of this poll; the groups whose
+        verdict changed (their events go out now, not at the next lag interval)."""
+        changed = set()
+        offsets = {}
+        for group in groups:
+            partitions = self._judge.partitions(group)
+            status = self._judge.group(group)
+            offsets[group] = Offsets(self._lags.get(group, {}), status, {
+                f"{topic}:{p}": verdict for (topic, p), verdict in sorted(partitions.items()) if verdict != "ok"})
+            if status != self._offsets.get(group, NO_OFFSETS).status:
+                changed.add(group)
+                if status not in (None, "ok"):
+                    log.info("group %s: its consumers are %s (%s)", group, status.replace("_", " "),
+                             ", ".join(offsets[group].partition_status) or "-")
+        self._offsets = offsets
+        return changed
+
+    def _emit(self, state: GroupState, started: float, due: bool) -> None:
         seen = self._book.observe(state, started)
-        if seen is Seen.CHANGED or (lag_due and seen is Seen.SAME):
-            self._emitter.upsert(replace(state, lag=self._lags.get(state.group, {})))
+        if seen is Seen.CHANGED or (due and seen is Seen.SAME):
+            self._emitter.upsert(self._offsets.get(state.group, NO_OFFSETS).on(state))
 
     def _delete_vanished(self, present: set[str]) -> None:
         for group in sorted(self._book.emitted_groups() - present):

@@ -1,15 +1,18 @@
 """State shared by the collector's two threads (Admin API poller, __consumer_offsets
 reader), each access under one lock: committed offsets, the last state the poller
-emitted per group, and which groups were deleted."""
+emitted per group, which groups were deleted, and the groups of Kafka 4's protocols the
+reader holds."""
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Mapping
 
+from collectors.groups.outputs import Emitter
 from collectors.groups.states import Partition
-from kmon.events import GroupState
+from kmon.events import GroupState, TopicLag
 
 
 class Seen(Enum):
@@ -84,3 +87,57 @@ class GroupBook:
     def emitted_groups(self) -> set[str]:
         with self._lock:
             return set(self._emitted)
+
+
+@dataclass(frozen=True)
+class Offsets:
+    """What the poller measures of a group's offsets: its lag and the verdict on its consumers."""
+    lag: Mapping[str, TopicLag] = field(default_factory=dict)
+    status: str | None = None
+    partition_status: Mapping[str, str] = field(default_factory=dict)
+
+    def on(self, state: GroupState) -> GroupState:
+        return replace(state, lag=self.lag, status=self.status, partition_status=self.partition_status)
+
+
+NO_OFFSETS = Offsets()
+
+
+class ModernStates:
+    """The groups of Kafka 4's protocols (consumer, share, streams) as the __consumer_offsets reader
+    folded them. Their records are the exact source (the Admin API's descriptions know neither
+    their epochs nor Assigning and Reconciling), so the poller only adds what it measures of their
+    offsets; both threads emit them under one lock, so that no emission carries an older state
+    after a newer one."""
+
+    def __init__(self, emitter: Emitter) -> None:
+        self._emitter = emitter
+        self._lock = threading.Lock()
+        self._states: dict[str, GroupState] = {}
+        self._offsets: dict[str, Offsets] = {}
+
+    def upsert(self, state: GroupState) -> None:
+        with self._lock:
+            self._states[state.group] = state
+            self._emitter.upsert(self._offsets.get(state.group, NO_OFFSETS).on(state))
+
+    def forget(self, group: str) -> bool:
+        """No longer a group of these protocols (deleted, or moved back to the classic protocol);
+        True if it was one."""
+        with self._lock:
+            self._offsets.pop(group, None)
+            return self._states.pop(group, None) is not None
+
+    def groups(self) -> dict[str, str]:
+        """Each group and its type."""
+        with self._lock:
+            return {group: state.group_type for group, state in self._states.items()}
+
+    def emit_offsets(self, offsets: Mapping[str, Offsets], groups: set[str] | None = None) -> None:
+        """Groups again with what the poller measured: every one (the lag interval, a resync), or
+        ``groups`` (their consumers' status changed)."""
+        with self._lock:
+            for group, state in self._states.items():
+                if groups is None or group in groups:
+                    self._offsets[group] = offsets.get(group, NO_OFFSETS)
+                    self._emitter.upsert(self._offsets[group].on(state))

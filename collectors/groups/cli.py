@@ -25,6 +25,10 @@ def add_groups_flags(parser: argparse.ArgumentParser) -> None:
                 metavar="SECONDS", help="Admin API poll: live group state and end-offset samples")
     flags.flag(parser, "--lag-interval", default=_DEFAULTS.lag_interval_s, type=flags.positive_float,
                 metavar="SECONDS", help="lag events per group at most this often")
+    flags.flag(parser, "--stall-window", default=_DEFAULTS.stall_window_s, type=flags.positive_float,
+                metavar="SECONDS", help="a partition whose committed offset has not moved this long while it has "
+                                        "lag is stalled (new messages arrived) or stopped (none did); a consumer "
+                                        "committing less often than this is reported so")
     for what in ("groups", "topics"):
         flags.flag(parser, f"--include-{what}", default=".*", type=regex, metavar="REGEX",
                     help=f"only {what} whose whole name matches")
@@ -44,7 +48,7 @@ def add_groups_flags(parser: argparse.ArgumentParser) -> None:
 def groups_config(args: argparse.Namespace, client: Mapping[str, str]) -> GroupsConfig:
     return GroupsConfig(
         bootstrap_servers=args.bootstrap_servers, cluster=args.cluster,
-        poll_interval_s=args.poll_interval, lag_interval_s=args.lag_interval,
+        poll_interval_s=args.poll_interval, lag_interval_s=args.lag_interval, stall_window_s=args.stall_window,
         groups=NameFilter(args.include_groups, args.exclude_groups),
         topics=NameFilter(args.include_topics, args.exclude_topics),
         describe_batch_size=args.describe_batch_size, concurrency=args.admin_concurrency,

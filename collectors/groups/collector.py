@@ -25,11 +25,12 @@ from confluent_kafka.admin import AdminClient
 
 from collectors.client_logs import LibrdkafkaLog, refusals
 from collectors.groups.admin_poll import AdminPoller
-from collectors.groups.book import GroupBook
+from collectors.groups.book import GroupBook, ModernStates
 from collectors.groups.config import GroupsConfig, NameFilter
 from collectors.groups.offsets_reader import OffsetsReader
 from collectors.groups.outputs import Emitter
-from collectors.runner import EventSink
+from collectors.groups.topic_names import TopicNames
+from collectors.protocol import EventSink
 from collectors.telemetry import Telemetry
 from kmon.reachability import MONITORED_BOOTSTRAP, Reachability, keep_probing, tcp_probe
 
@@ -49,12 +50,14 @@ class GroupsCollector:
         self.reachability = Reachability(MONITORED_BOOTSTRAP, config.bootstrap_servers,
                                          f"polling again every {config.poll_interval_s:g} s", log)
         error_cb = refusals(self.reachability)
-        self._reader = OffsetsReader(config, book, emitter, error_cb) if config.read_offsets_topic else None
+        self._admin = AdminClient(config.admin_client(logger=LibrdkafkaLog(log), error_cb=error_cb))
+        modern = ModernStates(emitter)
+        self._reader = OffsetsReader(config, book, emitter, modern, TopicNames(self._admin, config.request_timeout_s),
+                                     error_cb) if config.read_offsets_topic else None
         # set once __consumer_offsets has been read to its end (None: no reader)
         offsets_read = self._reader.caught_up if self._reader else None
         self.caught_up: Callable[[], bool] = offsets_read.is_set if offsets_read else lambda: False
-        self._admin = AdminClient(config.admin_client(logger=LibrdkafkaLog(log), error_cb=error_cb))
-        self._poller = AdminPoller(config, self._admin, book, emitter, offsets_read)
+        self._poller = AdminPoller(config, self._admin, book, emitter, modern, offsets_read)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._probe_loop = functools.partial(keep_probing, self.reachability,

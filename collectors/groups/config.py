@@ -37,6 +37,9 @@ class GroupsConfig:
     cluster: str
     poll_interval_s: float = 10.0       # Admin API poll: live state, end-offset samples
     lag_interval_s: float = 30.0        # lag events (per group) at most this often
+    # a partition whose committed offset has not moved this long, with lag, is stalled or stopped
+    # (collectors/groups/consumer_status.py)
+    stall_window_s: float = 60.0
     groups: NameFilter = NameFilter()
     topics: NameFilter = NameFilter()   # topics whose lag is measured
     describe_batch_size: int = 50       # groups per describe_consumer_groups call
@@ -52,7 +55,7 @@ class GroupsConfig:
     def __post_init__(self) -> None:
         if not self.cluster:
             raise ValueError("cluster name must not be empty")
-        for name in ("poll_interval_s", "lag_interval_s", "request_timeout_s"):
+        for name in ("poll_interval_s", "lag_interval_s", "stall_window_s", "request_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be greater than 0")
         for name in ("describe_batch_size", "concurrency"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from collectors.runner import EventSink
+from collectors.protocol import EventSink
 from collectors.telemetry import Telemetry
 from kmon.events import Event, GroupState, entity_key
 

@@ -1,15 +1,25 @@
-"""Pure mappings to kmon's GroupState: from a __consumer_offsets GroupMetadata record,
-from an Admin API group description, and lag per topic from offsets and samples."""
+"""Pure mappings to kmon's GroupState: from a __consumer_offsets GroupMetadata record, from a
+group of Kafka 4's protocols as the records fold into it (collectors.groups.modern_groups), from an
+Admin API group description, and lag per topic from offsets and samples."""
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import ConsumerGroupDescription
 
 from collectors.groups.lag import LagTable
+from collectors.groups.modern_groups import ModernGroup, ModernMember
+from collectors.groups.modern_records import TopicPartitions
 from collectors.groups.offsets_codec import GroupMetadata
+from collectors.groups.streams_records import StreamsTasks
 from kmon.events import GroupMember, GroupState, TopicLag
+
+# what a member of Kafka 4's protocols that names no server-side assignor gets: the coordinator's
+# first of group.consumer.assignors (uniform, unless the cluster says otherwise)
+DEFAULT_ASSIGNOR = "default"
+# topic ids -> their names (collectors.groups.topic_names.TopicNames)
+TopicNamer = Callable[[Iterable[str]], Mapping[str, str]]
 
 Partition = tuple[str, int]
 
@@ -47,6 +57,47 @@ def state_from_metadata(record: GroupMetadata) -> GroupState:
         state_since_ms=since if since >= 0 else None,
         origin="offsets",
     )
+
+
+def state_from_modern(group: ModernGroup, names: TopicNamer) -> GroupState:
+    """A consumer, share or streams group as its records describe it: its state derived as the
+    coordinator derives it, its group epoch as the generation, the target assignment's epoch and
+    each member's own epoch and state. The members' partitions are by topic id in the records."""
+    ids = {tp.topic_id for m in group.members for tps in (m.assigned_partitions, m.partitions_pending_revocation)
+           for tp in tps}
+    named = names(ids) if ids else {}
+    assignors = sorted({m.server_assignor or DEFAULT_ASSIGNOR for m in group.members})
+    return GroupState(
+        group=group.group_id,
+        state=group.state,
+        generation=group.group_epoch,
+        protocol_type=group.group_type.value,
+        protocol=",".join(assignors),
+        members=_sorted_members(_modern_member(m, named) for m in group.members),
+        group_type=group.group_type.value,
+        origin="offsets",
+        assignment_epoch=group.target_assignment_epoch,
+        reconciling=group.reconciling_members,
+    )
+
+
+def _modern_member(m: ModernMember, named: Mapping[str, str]) -> GroupMember:
+    return GroupMember(
+        member_id=m.member_id, client_id=m.client_id, host=m.client_host, group_instance_id=m.instance_id,
+        assignment=_partitions(m.assigned_partitions, named) or _tasks(m.assigned_tasks),
+        member_epoch=m.member_epoch, member_state=m.state, rack=m.rack_id,
+        subscribed_topics=m.subscribed_topic_names, subscribed_regex=m.subscribed_topic_regex,
+        pending_revocation=_partitions(m.partitions_pending_revocation, named) or _tasks(m.tasks_pending_revocation),
+        classic_protocol=m.classic_protocol)
+
+
+def _partitions(assigned: Iterable[TopicPartitions], named: Mapping[str, str]) -> tuple[str, ...]:
+    return _partition_names((named.get(tp.topic_id, tp.topic_id), p) for tp in assigned for p in tp.partitions)
+
+
+def _tasks(tasks: StreamsTasks) -> tuple[str, ...]:
+    """A streams member's active tasks, "subtopology:partition"."""
+    return _partition_names((t.subtopology_id, p) for t in tasks.active for p in t.partitions)
 
 
 def state_from_description(desc: ConsumerGroupDescription) -> GroupState:

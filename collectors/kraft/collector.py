@@ -26,7 +26,7 @@ from collectors.kraft.connection import ClientSecurity, Connection, ControllerEr
 from collectors.kraft.image import SOURCE, MetadataImage
 from collectors.kraft.quorum import quorum_state
 from collectors.kraft.records import Batch, MalformedRecord, batches, decode, leader_change
-from collectors.runner import EventSink, publish_all
+from collectors.protocol import EventSink, publish_all
 from collectors.telemetry import Telemetry
 from kmon import __version__
 from kmon.construct import constructor
@@ -91,6 +91,7 @@ class KraftCollector:
         self._quorum_conn: Connection | None = None
         self._next_quorum = 0.0
         self._last_quorum: QuorumState | None = None
+        self._quorum_refused = False
         self._caught_up = False
         self._last_fetch_ok = 0.0
         self._next_bootstrap = 0
@@ -134,8 +135,7 @@ class KraftCollector:
                 self._step()
             except NotLeader:
                 continue
-            except ControllerError as e:
-                log.error("%s", e)
+            except ControllerError as e:   # said once, by the reachability check that ends the collector
                 self.reachability.refused(str(e))
                 self._close()
                 self._stopping.wait(RETRY_S * 5)
@@ -404,12 +404,23 @@ class KraftCollector:
                 self._quorum_conn.close()
                 self._quorum_conn = None
             return
+        if info.error == wire.CLUSTER_AUTHORIZATION_FAILED:
+            if not self._quorum_refused:
+                log.warning("controller listener %s refused DescribeQuorum (CLUSTER_AUTHORIZATION_FAILED): kmon's "
+                            "principal needs the DESCRIBE ACL on the cluster resource for the quorum's voters, "
+                            "observers and lag; following the metadata log without them (said once)",
+                            self._quorum_conn.address if self._quorum_conn else self.config.address)
+            self._quorum_refused = True
+            return
         if info.error:
             if self._quorum_conn is not None:   # asked a node that no longer leads: the next poll asks anew
                 self._quorum_conn.close()
                 self._quorum_conn = None
             log.debug("DescribeQuorum answered %s", wire.error_name(info.error))
             return
+        if self._quorum_refused:
+            log.info("DescribeQuorum answered again: the quorum's voters and lag are exported")
+            self._quorum_refused = False
         now = _now_ms()
         state = quorum_state(info, now, self.image.features)
         if state != self._last_quorum:

@@ -87,6 +87,9 @@ class Connection:
             if security.protocol.startswith("SASL"):
                 self._authenticate(security)
             self.versions = self._api_versions(client_version)
+        except ControllerError:   # an OSError too, and already worded
+            self.close()
+            raise
         except ssl.SSLError as e:
             self.close()
             raise ControllerError(f"controller listener {self.address}: TLS failed ({e.reason or e}); check "

@@ -157,6 +157,8 @@ class MetadataImage:
     def _topic(self, r: Topic, at: LogMeta) -> None:
         if r.name in self.names:   # a topic of that name exists: it was removed unseen
             self._remove_topic(self.names[r.name], at)
+        if r.topic_id in self.topics:   # so was the topic that had this id under another name
+            self._remove_topic(r.topic_id, at)
         self.topics[r.topic_id] = _Topic(r.name, r.topic_id)
         self.names[r.name] = r.topic_id
         self._dirty_topics[r.name] = at

@@ -20,10 +20,22 @@ from typing import Callable, Iterator, NamedTuple
 from collectors.kraft.wire import Reader, WireError, uuid_text, zigzag_at
 
 CONTROL_LEADER_CHANGE = 2
+NO_TIMESTAMP = -1
 
 
 class MalformedRecord(ValueError):
     """A record or batch that cannot be read; the message says where."""
+
+
+NO_LEADER = -1
+
+
+def at_least(lo: int, value: int, what: str) -> int:
+    """``value``, or MalformedRecord when it is below the least Kafka writes there: no event could
+    carry it (kmon.events' ranges), and it is no log Kafka wrote."""
+    if value < lo:
+        raise MalformedRecord(f"{what} {value} is below {lo}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -31,7 +43,7 @@ class Batch:
     base_offset: int
     last_offset: int
     epoch: int                  # partitionLeaderEpoch: the raft epoch of the leader that wrote it
-    max_timestamp_ms: int
+    max_timestamp_ms: int | None   # None: the batch has no timestamps
     control: bool
     values: tuple[tuple[int, bytes | None, bytes | None], ...]   # (offset, key, value) of each record
     malformed: str | None = None   # why its records could not be read (none are then given)
@@ -57,11 +69,16 @@ def _batch(data: bytes, pos: int, end: int) -> Batch:
     (base, _, epoch, magic, _crc, attributes, last_delta, _base_ts, max_ts, _pid, _pepoch, _seq,
      count) = _BATCH_HEAD.unpack_from(data, pos)
     control = bool(attributes & 0x20)
+    appended = None if max_ts == NO_TIMESTAMP else max_ts
     try:
+        # what the events say of a record's place (LogMeta) is Kafka's ranges; nothing else is a log
+        at_least(0, base, "base offset")
+        at_least(0, epoch, "epoch")
+        at_least(NO_TIMESTAMP, max_ts, "max timestamp")
         values = _records(_body(data, pos + _BATCH_HEAD.size, end, magic, attributes & 7), base, count)
     except (MalformedRecord, WireError, zlib.error) as e:
-        return Batch(base, base + last_delta, epoch, max_ts, control, (), f"batch at offset {base}: {e}")
-    return Batch(base, base + last_delta, epoch, max_ts, control, values)
+        return Batch(base, base + last_delta, epoch, appended, control, (), f"batch at offset {base}: {e}")
+    return Batch(base, base + last_delta, epoch, appended, control, values)
 
 
 def _body(data: bytes, start: int, end: int, magic: int, codec: int) -> tuple[bytes, int, int]:
@@ -86,6 +103,8 @@ def _records(body: tuple[bytes, int, int], base: int,
     for _ in range(count):
         head = unkeyed_head(data, pos, end)
         delta, key, value, pos = _unkeyed_record(head, end) if head else _record_at(data, pos, end)
+        if delta < 0:
+            at_least(0, delta, "offset delta")
         values.append((base + delta, key, value))
     return tuple(values)
 
@@ -163,7 +182,7 @@ def leader_change(key: bytes | None, value: bytes | None) -> int | None:
     try:
         r = Reader(value)
         r.int16()     # the message's own version
-        return r.int32()
+        return at_least(NO_LEADER, r.int32(), "leader id")
     except WireError as e:
         raise MalformedRecord(f"a LeaderChange control record: {e}") from None
 
@@ -226,6 +245,7 @@ class Partition(NamedTuple):
 
 
 NO_LEADER_CHANGE = -2   # PartitionChangeRecord's Leader when the leader stays
+_UNCHANGED = -1         # its LeaderRecoveryState when that stays
 
 
 class PartitionChange(NamedTuple):
@@ -292,14 +312,44 @@ _LEADER_AND_EPOCHS = struct.Struct(">iii")      # leader, leader epoch, partitio
 
 def _partition_head(r: Reader) -> tuple[int, str]:
     partition, topic_id = r.unpack(_PARTITION_HEAD)
+    if partition < 0:
+        at_least(0, partition, "partition")
     return partition, uuid_text(topic_id)
 
 
+def _broker_ids(r: Reader) -> tuple[int, ...] | None:
+    """A compact array of broker ids (None: null), each at least 0."""
+    ids = r.int32s()
+    if ids and min(ids) < 0:
+        at_least(0, min(ids), "broker id")
+    return ids
+
+
+def _broker_id(r: Reader) -> int:
+    return at_least(0, r.int32(), "broker id")
+
+
+def _broker_epoch(r: Reader) -> int:
+    return at_least(0, r.int64(), "broker epoch")
+
+
+def _feature_version(r: Reader) -> int:
+    return at_least(0, r.int16(), "feature version")
+
+
+def _recovery_state(r: Reader, unchanged: tuple[int, ...] = ()) -> int:
+    """KIP-704's leader recovery state: 0 recovered, 1 recovering; a PartitionChange may say -1, unchanged."""
+    state = r.int8()
+    if state not in (0, 1, *unchanged):
+        raise MalformedRecord(f"leader recovery state {state} is not 0 or 1")
+    return state
+
+
 def _register_broker(r: Reader, v: int) -> RegisterBroker:
-    broker_id = r.int32()
+    broker_id = _broker_id(r)
     if v >= 2:
         r.boolean()    # migrating ZooKeeper broker
-    incarnation, epoch = r.uuid(), r.int64()
+    incarnation, epoch = r.uuid(), _broker_epoch(r)
 
     def endpoint(x: Reader) -> Endpoint:
         e = Endpoint(x.compact_string(), x.compact_string(), x.uint16(), x.int16())
@@ -307,7 +357,7 @@ def _register_broker(r: Reader, v: int) -> RegisterBroker:
         return e
 
     def feature(x: Reader) -> tuple[str, tuple[int, int]]:
-        f = (x.compact_string(), (x.int16(), x.int16()))
+        f = (x.compact_string(), (_feature_version(x), _feature_version(x)))
         x.tagged()
         return f
 
@@ -320,7 +370,7 @@ def _register_broker(r: Reader, v: int) -> RegisterBroker:
 
 
 def _broker_change(r: Reader, v: int) -> BrokerChange:
-    broker_id, epoch = r.int32(), r.int64()
+    broker_id, epoch = _broker_id(r), _broker_epoch(r)
     tags = r.tagged({0: Reader.int8, 1: Reader.int8})
     fencing = tags.get(0, 0)        # 1 fence, -1 unfence, 0 no change
     shutdown = tags.get(1, 0)       # 1 in controlled shutdown, 0 no change
@@ -329,13 +379,13 @@ def _broker_change(r: Reader, v: int) -> BrokerChange:
 
 def _fence(fenced: bool) -> Callable[[Reader, int], BrokerChange]:
     def read(r: Reader, v: int) -> BrokerChange:
-        change = BrokerChange(r.int32(), r.int64(), fenced, None)
+        change = BrokerChange(_broker_id(r), _broker_epoch(r), fenced, None)
         r.tagged()
         return change
     return read
 
 
-_PARTITION_TAGS: dict[int, Callable[[Reader], object]] = {0: Reader.int8, 1: Reader.int32s, 2: Reader.int32s}
+_PARTITION_TAGS: dict[int, Callable[[Reader], object]] = {0: _recovery_state, 1: _broker_ids, 2: _broker_ids}
 
 
 def _partition(r: Reader, v: int) -> Partition:
@@ -357,7 +407,22 @@ def _partition_fields(r: Reader) -> _PartitionFields:
     partition, topic_id = _partition_head(r)
     replicas, isr, removing, adding = r.int32s() or (), r.int32s() or (), r.int32s() or (), r.int32s() or ()
     leader, leader_epoch, partition_epoch = r.unpack(_LEADER_AND_EPOCHS)
-    return partition, topic_id, replicas, isr, removing, adding, leader, leader_epoch, partition_epoch
+    return _in_kafkas_ranges((partition, topic_id, replicas, isr, removing, adding, leader, leader_epoch,
+                              partition_epoch))
+
+
+def _in_kafkas_ranges(fields: _PartitionFields) -> _PartitionFields:
+    """``fields``, or MalformedRecord where one is below the least Kafka writes there: a negative
+    partition, broker id or epoch, a leader below -1 (no event could carry it)."""
+    partition, _, replicas, isr, removing, adding, leader, leader_epoch, partition_epoch = fields
+    at_least(0, partition, "partition")
+    for ids in (replicas, isr, removing, adding):
+        if ids:
+            at_least(0, min(ids), "broker id")
+    at_least(NO_LEADER, leader, "leader")
+    at_least(0, leader_epoch, "leader epoch")
+    at_least(0, partition_epoch, "partition epoch")
+    return fields
 
 
 def _partition_fields_at_once(r: Reader) -> _PartitionFields | None:
@@ -377,32 +442,45 @@ def _partition_fields_at_once(r: Reader) -> _PartitionFields | None:
     if start + layout.size > end:
         return None                               # truncated: the field-by-field read says where
     r.pos = start + layout.size
-    fields = layout.unpack_from(data, start)
-    isr_at = 2 + sizes[0]
+    fields = layout.unpack_from(data, start)      # ints all: the topic id is skipped, taken apart
+    isr_at = 1 + sizes[0]
     removing_at = isr_at + sizes[1]
     adding_at = removing_at + sizes[2]
     leader_at = adding_at + sizes[3]
-    return (fields[0], uuid_text(fields[1]), fields[2:isr_at], fields[isr_at:removing_at],
-            fields[removing_at:adding_at], fields[adding_at:leader_at], *fields[leader_at:])  # type: ignore
+    found = (fields[0], uuid_text(data[start + 4:start + 20]), fields[1:isr_at], fields[isr_at:removing_at],
+             fields[removing_at:adding_at], fields[adding_at:leader_at], *fields[leader_at:])
+    # one min() for every range: below 0 only where a leader is -1 (none) or the record is malformed
+    return found if min(fields) >= 0 else _in_kafkas_ranges(found)  # type: ignore
 
 
 @functools.lru_cache(maxsize=1024)
 def _partition_layout(replicas: int, isr: int, removing: int, adding: int) -> struct.Struct:
-    """Partition id, topic id, the four arrays (each behind its length byte), leader and epochs."""
-    return struct.Struct(">i16s" + "".join(f"x{n}i" for n in (replicas, isr, removing, adding)) + "iii")
+    """Partition id, topic id (skipped), the four arrays (each behind its length byte), leader and epochs."""
+    return struct.Struct(">i16x" + "".join(f"x{n}i" for n in (replicas, isr, removing, adding)) + "iii")
+
+
+def _changed_leader(r: Reader) -> int:
+    leader = r.int32()
+    if leader < NO_LEADER_CHANGE:
+        at_least(NO_LEADER_CHANGE, leader, "leader")
+    return leader
+
+
+def _changed_recovery_state(r: Reader) -> int:
+    return _recovery_state(r, (_UNCHANGED,))
 
 
 _PARTITION_CHANGE_TAGS: dict[int, Callable[[Reader], object]] = {
-    0: Reader.int32s, 1: Reader.int32, 2: Reader.int32s, 3: Reader.int32s, 4: Reader.int32s, 5: Reader.int8,
-    6: Reader.int32s, 7: Reader.int32s}
+    0: _broker_ids, 1: _changed_leader, 2: _broker_ids, 3: _broker_ids, 4: _broker_ids, 5: _changed_recovery_state,
+    6: _broker_ids, 7: _broker_ids}
 
 
 def _partition_change(r: Reader, v: int) -> PartitionChange:
     partition, topic_id = _partition_head(r)
     t = r.tagged(_PARTITION_CHANGE_TAGS)
-    recovery = t.get(5, -1)
+    recovery = t.get(5, _UNCHANGED)
     return PartitionChange(topic_id, partition, t.get(0), t.get(1, NO_LEADER_CHANGE), t.get(2), t.get(3),  # type: ignore
-                           t.get(4), None if recovery == -1 else recovery, t.get(6), t.get(7))  # type: ignore
+                           t.get(4), None if recovery == _UNCHANGED else recovery, t.get(6), t.get(7))  # type: ignore
 
 
 def _topic(r: Reader, v: int) -> Topic:
@@ -418,7 +496,7 @@ def _remove_topic(r: Reader, v: int) -> RemoveTopic:
 
 
 def _unregister(r: Reader, v: int) -> UnregisterBroker:
-    u = UnregisterBroker(r.int32(), r.int64())
+    u = UnregisterBroker(_broker_id(r), _broker_epoch(r))
     r.tagged()
     return u
 

@@ -23,7 +23,7 @@ from collectors.kraft import wire
 from collectors.kraft.connection import ClientSecurity, Connection, ControllerError
 from collectors.kraft.image import SOURCE
 from collectors.kraft.quorum import quorum_state
-from collectors.runner import EventSink, publish_all
+from collectors.protocol import EventSink, publish_all
 from collectors.telemetry import Telemetry
 from kmon import __version__
 from kmon.events import BrokerState, ControllerState, Event, PartitionState, SnapshotMarker, TopicState, entity_key

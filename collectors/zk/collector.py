@@ -27,7 +27,7 @@ from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 from kazoo.retry import KazooRetry
 
 from collectors.client_logs import KazooLog, kazoo_login
-from collectors.runner import EventSink, publish_all
+from collectors.protocol import EventSink, publish_all
 from collectors.telemetry import Telemetry
 from collectors.zk.tree import SOURCE, Read, Round, ZkTree
 from collectors.zk.znodes import ZkPaths

@@ -10,10 +10,11 @@ broker (or a vendor build adding its own fields) does not blind the collector.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
+
+import orjson
 
 from kmon.events import (
     BrokerState,
@@ -196,9 +197,11 @@ class _Reader:
             self.fail(f"not UTF-8 ({e.reason} at byte {e.start})")
 
     def document(self, data: bytes) -> dict[str, Any]:
+        # orjson, not json: json.loads lets in lone surrogates (which no event can carry), and
+        # raises RecursionError or a plain ValueError on deep nesting or a 5000-digit number
         try:
-            doc = json.loads(self.text(data))
-        except json.JSONDecodeError as e:
+            doc = orjson.loads(self.text(data))
+        except orjson.JSONDecodeError as e:
             self.fail(f"not JSON ({e.msg} at char {e.pos})")
         return self.mapping(doc, "the document")
 

@@ -113,17 +113,34 @@ def _group(prev: GroupState | None, new: GroupState | None, base: dict) -> list[
         return []
     at = {**base, "group": new.group, "broker": new.coordinator}
     rows = []
+    members = _members(new)
     if prev.state != new.state:
+        # Kafka 4's protocols: who is reconciling (or was) as the group went Assigning, Reconciling, Stable
         rows.append(Transition(**at, kind="group_state_change", old=prev.state, new=new.state,
-                               generation=new.generation))
+                               generation=new.generation, detail=members if new.assignment_epoch is not None else None))
     steps = group_transitions(prev, new)
-    members = f"{len(new.members)} member(s), assignor {new.protocol or '-'}, leader {new.leader or '-'}"
     # generations stepped over between two polls are rebalances too: one row each, as counted
     for generation in range(new.generation - steps + 1, new.generation + 1):
         rows.append(Transition(**at, kind="rebalance", generation=generation, old=str(generation - 1),
                                new=str(generation),
                                detail=members if generation == new.generation else "between two polls"))
     return rows
+
+
+SHOWN_MEMBERS = 10   # a rebalance row names this many of the members still reconciling, at most
+
+
+def _members(g: GroupState) -> str:
+    """A rebalance's group, for people: its members and assignor; under Kafka 4's protocols also the
+    target assignment and who has not reconciled with it yet (their epoch and state)."""
+    said = f"{len(g.members)} member(s), assignor {g.protocol or '-'}"
+    if g.assignment_epoch is None:   # a classic group: its leader chose the assignment
+        return f"{said}, leader {g.leader or '-'}"
+    said += f", {g.group_type} protocol, target assignment epoch {g.assignment_epoch}, {g.reconciling} reconciling"
+    behind = [m for m in g.members if m.member_epoch != g.assignment_epoch or m.member_state not in (None, "STABLE")]
+    shown = ", ".join(f"{m.member_id} (client {m.client_id}, epoch {m.member_epoch}, {m.member_state or '-'})"
+                      for m in behind[:SHOWN_MEMBERS])
+    return said + (f": {shown}" if shown else "") + (" ..." if len(behind) > SHOWN_MEMBERS else "")
 
 
 def _reassignments(prev: TopicState | None, new: TopicState | None, base: dict) -> list[Transition]:

@@ -146,7 +146,9 @@ def _upsert(record: EntityRecord | None, event: Event) -> Folded:
     told_prev = prev   # what the history compares with, even when the counting starts afresh
     new = event.data
     if isinstance(new, GroupState) and isinstance(prev, GroupState):
-        if 0 <= new.generation < prev.generation and _recreated(prev, new, live):
+        if _moved_protocol(prev, new):   # one group throughout: Kafka's epochs go on from its generations
+            new = _merge_group(prev, new)
+        elif 0 <= new.generation < prev.generation and _recreated(prev, new, live):
             # its generations restart, as after a delete
             live = prev = None
         elif 0 <= new.generation < prev.generation:
@@ -178,12 +180,19 @@ def _recreated(prev: GroupState, new: GroupState, live: EntityRecord) -> bool:
             and new.state_since_ms > live.state_since_ms)
 
 
+def _moved_protocol(prev: GroupState, new: GroupState) -> bool:
+    """Upgraded from the classic protocol to the consumer protocol (KIP-848), or downgraded back, as
+    its __consumer_offsets records say: never stale, whatever its epoch."""
+    return new.origin == "offsets" and new.group_type != prev.group_type
+
+
 def _merge_group(prev: GroupState, new: GroupState) -> GroupState:
     """Keep what the new event does not know: the Admin API has no generation (-1),
-    and a __consumer_offsets record measures no lag."""
+    and a __consumer_offsets record measures no lag and judges no offsets."""
     generation = prev.generation if new.generation < 0 else new.generation
     lag = prev.lag if new.origin == "offsets" and not new.lag else new.lag
-    return replace(new, generation=generation, lag=lag)
+    judged = new if new.status is not None else prev
+    return replace(new, generation=generation, lag=lag, status=judged.status, partition_status=judged.partition_status)
 
 
 def _state_since(prev: Any, new: Any, live: EntityRecord | None, event: Event) -> int | None:

@@ -1,5 +1,6 @@
 """The balance family: leaders, preferred leaders and replicas per broker, Kafka's leader
-imbalance ratio, and partitions not on their preferred leader or being reassigned."""
+imbalance ratio, partitions not on their preferred leader or being reassigned, and the replicas those
+reassignments add that have not caught up yet."""
 from __future__ import annotations
 
 from collections import Counter
@@ -23,6 +24,7 @@ class BalanceTally(SplitTally):
     led_by_other: Counter[int] = field(default_factory=Counter)
     imbalanced: int = 0
     reassigning: int = 0
+    pending: int = 0
 
     def _placement(self, p: Partition, sign: int) -> None:
         for b in p.replicas:   # not Counter.update: its Python-level checks cost more than the count
@@ -35,6 +37,7 @@ class BalanceTally(SplitTally):
     def _judgement(self, p: Partition, sign: int) -> None:
         self.imbalanced += sign * p.imbalanced
         self.reassigning += sign * p.reassigning
+        self.pending += sign * p.pending
         if p.state is not None and p.state.leader != NO_LEADER:
             self.leaders[p.state.leader] += sign
         if p.preferred is not None and not p.deleting:
@@ -46,6 +49,7 @@ class BalanceTally(SplitTally):
             getattr(self, name).update(getattr(other, name))
         self.imbalanced += other.imbalanced
         self.reassigning += other.reassigning
+        self.pending += other.pending
 
 
 def render_family(model: ClusterModel) -> list[Text]:
@@ -65,3 +69,4 @@ def _samples(model: ClusterModel) -> Iterator[Sample]:
         yield "kmon_broker_replica_partitions", broker, total.replicas[b]
     yield "kmon_preferred_replica_imbalance", {}, total.imbalanced
     yield "kmon_reassigning_partitions", {}, total.reassigning
+    yield "kmon_reassignment_replicas_pending", {}, total.pending

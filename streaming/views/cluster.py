@@ -53,6 +53,11 @@ class Partition:
     offline: bool
     imbalanced: bool
 
+    @property
+    def pending(self) -> int:
+        """Replicas a reassignment adds that have not joined the ISR yet (caught up)."""
+        return len(self.adding.difference(self.state.isr)) if self.state is not None else len(self.adding)
+
 
 def judge(topic: str, partition: int, replicas: tuple[int, ...], adding: frozenset[int], reassigning: bool,
           deleting: bool, configured_min_isr: int, record: EntityRecord | None,

@@ -1,13 +1,16 @@
-"""The groups family: each consumer group's state, members, generation, rebalances, time in
-its state and lag. Rendered per group, so a change re-renders its group only; the time in
-state is rendered by each scrape."""
+"""The groups family: each consumer group's state, members, generation (a modern group's epoch),
+rebalances, time in its state, assignor, lag and the verdict on its consumers (per partition where
+not ok), and for the protocols of Kafka 4 (consumer, share, streams) its target assignment's epoch
+and the members still reconciling. Every series carries the
+group's type. Rendered per group, so a change re-renders its group only; the time in state is
+rendered by each scrape."""
 from __future__ import annotations
 
 from typing import Iterator
 
 from kmon.events import GroupState
 from kmon.history import REBALANCES
-from kmon.metrics import GROUP_STATES
+from kmon.metrics import CONSUMER_STATUSES, GROUP_STATES
 from streaming.fold.records import EntityRecord
 from streaming.views.cluster import ClusterModel
 from streaming.views.exposition import Sample, Since, Text, render
@@ -25,16 +28,28 @@ def _group_text(model: ClusterModel, record: EntityRecord) -> Text:
 
 def _samples(record: EntityRecord) -> Iterator[Sample]:
     g: GroupState = record.state
-    group = {"group": g.group}
-    # a state this kmon does not know still shows, as the one set to 1
-    states = GROUP_STATES if g.state in GROUP_STATES else (*GROUP_STATES, g.state)
-    for s in states:
+    group = {"group": g.group, "type": g.group_type}
+    # a state (or type) this kmon does not know still shows, as the one set to 1
+    known = GROUP_STATES.get(g.group_type, ())
+    for s in known if g.state in known else (*known, g.state):
         yield "kmon_consumer_group_state", {**group, "state": s}, int(s == g.state)
     yield "kmon_consumer_group_members", group, len(g.members)
     yield "kmon_consumer_group_generation", group, g.generation
     yield "kmon_consumer_group_rebalances_total", group, record.counters.get(REBALANCES, 0)
     since = record.state_since_ms if record.state_since_ms is not None else record.last_observed_ms
     yield "kmon_consumer_group_state_seconds", group, Since(since)
+    if g.protocol:
+        yield "kmon_consumer_group_info", {**group, "assignor": g.protocol}, 1
+    if g.assignment_epoch is not None:
+        yield "kmon_consumer_group_assignment_epoch", group, g.assignment_epoch
+        yield "kmon_consumer_group_reconciling_members", group, g.reconciling
+    if g.status is not None:
+        for s in CONSUMER_STATUSES if g.status in CONSUMER_STATUSES else (*CONSUMER_STATUSES, g.status):
+            yield "kmon_consumer_group_status", {**group, "status": s}, int(s == g.status)
+    for where, verdict in g.partition_status.items():
+        topic, _, partition = where.rpartition(":")
+        yield "kmon_consumer_group_partition_status", {**group, "topic": topic, "partition": partition,
+                                                       "status": verdict}, 1
     for t, lag in g.lag.items():
         yield "kmon_consumer_group_lag", {**group, "topic": t}, lag.lag
         if lag.lag_seconds is not None:

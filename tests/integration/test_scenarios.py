@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.parse
-import urllib.request
 from typing import Iterator
 
 import pytest
-from confluent_kafka import Consumer, ElectionType, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from cli.monitor import COLLECTORS, MonitorOptions, collector_argv
 from kmon.events import EVENTS_TOPIC
@@ -20,8 +18,9 @@ from stack.local import LocalStack
 from stack.process import free_port
 from streaming.fold.records import apply_event
 from tests.conftest import monitored_stack
-from tests.support import (assigned_replicas, create_topic, events_on, eventually, leave_group, metrics, never,
-                           partition_state, value)
+from tests.support import (RuleEvaluations, assert_history_agrees, assigned_replicas, create_topic, ever_fired,
+                           events_on, eventually, firing, history_rows, leave_group, metrics, never, partition_state,
+                           preferred_election, prom, value)
 
 pytestmark = pytest.mark.integration
 CLUSTER = "scenarios"
@@ -55,36 +54,6 @@ def collector_value(stack: LocalStack, collector: str, name: str, **labels: str)
     return value(stack.state.collector_ports[collector], name, CLUSTER, **source, **labels)
 
 
-def prom(stack: LocalStack, path: str, **params: str) -> dict:
-    url = f"{stack.state.url('prometheus')}{path}?{urllib.parse.urlencode(params)}"  # type: ignore[union-attr]
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())["data"]
-
-
-def firing(stack: LocalStack) -> set[str]:
-    return {a["labels"]["alertname"] for a in prom(stack, "/api/v1/alerts")["alerts"] if a["state"] == "firing"}
-
-
-def ever_fired(stack: LocalStack, alert: str, window: str, **labels: str) -> bool:
-    sel = ",".join([f'alertname="{alert}"', 'alertstate="firing"'] + [f'{k}="{x}"' for k, x in labels.items()])
-    return bool(prom(stack, "/api/v1/query", query=f"max_over_time(ALERTS{{{sel}}}[{window}])")["result"])
-
-
-class RuleEvaluations:
-    """Counts Prometheus' evaluations of kmon's rule groups from the moment it is made."""
-
-    def __init__(self, stack: LocalStack) -> None:
-        self.stack = stack
-        self.seen: set[tuple[str, ...]] = {self._last()}
-
-    def _last(self) -> tuple[str, ...]:
-        return tuple(sorted(g["lastEvaluation"] for g in prom(self.stack, "/api/v1/rules")["groups"]))
-
-    def at_least(self, n: int) -> bool:
-        self.seen.add(self._last())
-        return len(self.seen) > n
-
-
 def wait_for_topic(stack: LocalStack, topic: str, partitions: int) -> None:
     eventually(lambda: v(stack, "kmon_partitions", topic=topic) == partitions
                and v(stack, "kmon_under_replicated_partitions", topic=topic) == 0, 90, f"{topic} exported healthy")
@@ -109,7 +78,13 @@ def test_1_follower_killed_shrinks_isr_then_expands_after_restart(mon: LocalStac
     wait_for_topic(mon, topic, 3)
     controller = mon.controller_id()
     victim = next(b for b in mon.broker_ids() if b != controller)
+    eventually(lambda: collector_value(mon, "zk", "kmon_collector_broker_reachable", broker=str(victim)) == 1, 30,
+               "the broker answers kmon's probe")
     mon.kill_broker(victim)
+    # kmon's own probe says so before ZooKeeper's session does
+    eventually(lambda: collector_value(mon, "zk", "kmon_collector_broker_reachable", broker=str(victim)) == 0, 10,
+               "the killed broker unreachable from kmon")
+    assert v(mon, "kmon_broker_up", broker=str(victim)) == 1, "Kafka does not call it dead yet"
     eventually(lambda: v(mon, "kmon_broker_up", broker=str(victim)) == 0, 90, "broker down exported")
     eventually(lambda: v(mon, "kmon_isr_shrinks_total", topic=topic, broker=str(victim)) == 3, 90,
                "one shrink per partition")
@@ -117,6 +92,7 @@ def test_1_follower_killed_shrinks_isr_then_expands_after_restart(mon: LocalStac
     assert v(mon, "kmon_brokers") == 2
     eventually(lambda: {"BrokerDown", "UnderReplicatedPartitions", "IsrShrinking"} <= firing(mon), 150,
                "alerts firing in Prometheus")
+    assert ever_fired(mon, "BrokerUnreachable", "5m", broker=str(victim)), "kmon's probe alert came first"
     mon.start_broker(victim)
     eventually(lambda: v(mon, "kmon_under_replicated_partitions", topic=topic) == 0, 120, "URP back to 0")
     eventually(lambda: v(mon, "kmon_isr_expands_total", topic=topic, broker=str(victim)) == 3, 60, "expands")
@@ -149,24 +125,15 @@ def test_2_controller_killed_is_replaced_and_repeated_kills_flap(mon: LocalStack
 
 
 def test_3_leader_killed_moves_leaders_and_preferred_election_restores_balance(mon: LocalStack) -> None:
-    from confluent_kafka.admin import AdminClient
     topic = "s3-balance"
     create_topic(mon, topic, partitions=6, rf=3)
     wait_for_topic(mon, topic, 6)
     assert mon.state
-    admin = AdminClient({"bootstrap.servers": mon.state.bootstrap_servers})
-
-    def preferred_election() -> None:
-        try:
-            admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=60)
-        except Exception as e:  # partitions already led by their preferred replica are reported as errors
-            if "ELECTION_NOT_NEEDED" not in str(e):
-                raise
 
     def balanced_by_election() -> bool:
         # a partition whose preferred replica is not back in its ISR yet is skipped by an
         # election; like an operator, run it again until every partition has moved back
-        preferred_election()
+        preferred_election(mon)
         return v(mon, "kmon_preferred_replica_imbalance") == 0
 
     # earlier scenarios moved leaders and auto.leader.rebalance is off: start balanced
@@ -259,29 +226,29 @@ def test_5_rebalances_are_counted_once_per_generation_and_a_held_rebalance_shows
     try:
         # the generation too: an Admin API poll (no generation, -1) can show the group stable
         # before its __consumer_offsets record (generation 1) arrives
-        eventually(lambda: v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 1
-                   and v(mon, "kmon_consumer_group_members", group=group) == 1
-                   and (v(mon, "kmon_consumer_group_generation", group=group) or -1) >= 1, 120, "group stable")
-        gen0 = v(mon, "kmon_consumer_group_generation", group=group)
-        reb0 = v(mon, "kmon_consumer_group_rebalances_total", group=group)
+        eventually(lambda: v(mon, "kmon_consumer_group_state", group=group, type="classic", state="Stable") == 1
+                   and v(mon, "kmon_consumer_group_members", group=group, type="classic") == 1
+                   and (v(mon, "kmon_consumer_group_generation", group=group, type="classic") or -1) >= 1, 120, "group stable")
+        gen0 = v(mon, "kmon_consumer_group_generation", group=group, type="classic")
+        reb0 = v(mon, "kmon_consumer_group_rebalances_total", group=group, type="classic")
         members.append(Member(mon, group, topic))
-        eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) == 2
-                   and v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 1, 90, "second joined")
+        eventually(lambda: v(mon, "kmon_consumer_group_members", group=group, type="classic") == 2
+                   and v(mon, "kmon_consumer_group_state", group=group, type="classic", state="Stable") == 1, 90, "second joined")
         members.pop().leave()
-        eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) == 1
-                   and v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 1, 90, "second left")
-        eventually(lambda: v(mon, "kmon_consumer_group_generation", group=group) == gen0 + 2, 60, "generation")
-        assert v(mon, "kmon_consumer_group_rebalances_total", group=group) == reb0 + 2
+        eventually(lambda: v(mon, "kmon_consumer_group_members", group=group, type="classic") == 1
+                   and v(mon, "kmon_consumer_group_state", group=group, type="classic", state="Stable") == 1, 90, "second left")
+        eventually(lambda: v(mon, "kmon_consumer_group_generation", group=group, type="classic") == gen0 + 2, 60, "generation")
+        assert v(mon, "kmon_consumer_group_rebalances_total", group=group, type="classic") == reb0 + 2
 
         # hold the group in rebalance: the first member stops polling, so it cannot rejoin
         # until its max.poll.interval runs out, while a newcomer waits
         members[0].pause()
         members.append(Member(mon, group, topic))
-        eventually(lambda: v(mon, "kmon_consumer_group_state", group=group, state="PreparingRebalance") == 1,
+        eventually(lambda: v(mon, "kmon_consumer_group_state", group=group, type="classic", state="PreparingRebalance") == 1,
                    90, "PreparingRebalance exported")
-        eventually(lambda: (v(mon, "kmon_consumer_group_state_seconds", group=group) or 0) >= 10, 60,
+        eventually(lambda: (v(mon, "kmon_consumer_group_state_seconds", group=group, type="classic") or 0) >= 10, 60,
                    "time in state grows")
-        assert v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 0
+        assert v(mon, "kmon_consumer_group_state", group=group, type="classic", state="Stable") == 0
     finally:
         for m in members:
             m.paused.clear()
@@ -295,7 +262,7 @@ def test_5_rebalances_are_counted_once_per_generation_and_a_held_rebalance_shows
     except Exception as e:  # Kafka may have removed the empty, never-committed group already
         if "GROUP_ID_NOT_FOUND" not in str(e):
             raise
-    eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) is None, 90, "deleted group gone")
+    eventually(lambda: v(mon, "kmon_consumer_group_members", group=group, type="classic") is None, 90, "deleted group gone")
 
 
 def test_7_collector_and_stream_killed_restart_with_the_same_views_and_see_deletions(mon: LocalStack) -> None:
@@ -370,7 +337,7 @@ def test_9_every_dashboard_query_returns_data_for_its_scenario(mon: LocalStack) 
             return bool(ends)
         eventually(consumed_some, 60, "consumed and committed")
         member.paused.clear()
-        eventually(lambda: (v(mon, "kmon_consumer_group_lag", group=group, topic=topic) or 0) > 0, 120, "lag exported")
+        eventually(lambda: (v(mon, "kmon_consumer_group_lag", group=group, type="classic", topic=topic) or 0) > 0, 120, "lag exported")
         eventually(lambda: prom(mon, "/api/v1/query", query=f'kmon_consumer_group_lag_seconds{{group="{group}"}}')
                    ["result"], 90, "lag seconds scraped")
         # the fault panels need their faults: garbage in a znode and on the events topic, a dead follower
@@ -384,6 +351,9 @@ def test_9_every_dashboard_query_returns_data_for_its_scenario(mon: LocalStack) 
                        value=b"{garbage")
         events.flush(30)
         kraft_only = [m.name for m in CATALOG if m.kraft_only]   # no data from a ZooKeeper-mode cluster
+        # nor from its groups: Kafka 3.9 in ZooKeeper mode runs classic groups only (the kraft package's
+        # group tests see these series)
+        kraft_only += ["kmon_consumer_group_assignment_epoch", "kmon_consumer_group_reconciling_members"]
         queries = [(f"{d['title']} / {title}", expr) for d in load_all()
                    for title, expr in queries_for_prometheus(d, CLUSTER, range_="30m")
                    if not any(name in expr for name in kraft_only)]
@@ -448,11 +418,8 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
     order, as many as the counters say; and the dashboards' annotations mark those moments."""
     from collections import Counter
 
-    from cli.monitor import checkpoint_dir
     from dashboards.catalog import load_all, queries_for_prometheus
-    from kmon.history import COUNTED, Transition, order_key
-    from streaming.history_log import files, read
-    from streaming.paths import history_dir
+    from kmon.history import Transition
     assert mon.state
     started = time.time()
 
@@ -480,38 +447,19 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
         def one_more_rebalance_pair() -> bool:
             joining = Member(mon, group, group)
             try:
-                eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) == 2, 90, "a member joined")
+                eventually(lambda: v(mon, "kmon_consumer_group_members", group=group, type="classic") == 2, 90, "a member joined")
             finally:
                 joining.leave()
-            eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) == 1
-                       and v(mon, "kmon_consumer_group_state", group=group, state="Stable") == 1, 90, "it left")
+            eventually(lambda: v(mon, "kmon_consumer_group_members", group=group, type="classic") == 1
+                       and v(mon, "kmon_consumer_group_state", group=group, type="classic", state="Stable") == 1, 90, "it left")
             return bool(prom(mon, "/api/v1/query", query=storm)["result"])
-        eventually(lambda: v(mon, "kmon_consumer_group_members", group=group) == 1, 120, "storm group stable")
+        eventually(lambda: v(mon, "kmon_consumer_group_members", group=group, type="classic") == 1, 120, "storm group stable")
         eventually(one_more_rebalance_pair, 300, "a rebalance storm in Prometheus", interval=0)
     finally:
         steady.leave()
 
-    def rows() -> list[Transition]:
-        return sorted((t for f in files(history_dir(checkpoint_dir(mon.dir))) if f.cluster == CLUSTER for t in read(f)),
-                      key=order_key)
-
-    def disagreements() -> list[str]:
-        exported = metrics(mon.state.stream_port)   # type: ignore[union-attr]
-        history = rows()
-        kinds = {c.metric: c.kinds for c in COUNTED}
-        out = []
-        for (name, label_set), n in exported.items():
-            labels = dict(label_set)
-            if name not in kinds or labels.pop("cluster") != CLUSTER:
-                continue
-            count = sum(1 for t in history if t.kind in kinds[name]
-                        and all(str(getattr(t, k)) == x for k, x in labels.items()))
-            if count != n:
-                out.append(f"{name}{labels}: exported {n}, in the history {count}")
-        return out
-
-    eventually(lambda: not disagreements(), 60, "history and counters agree")
-    history = rows()
+    assert_history_agrees(mon, CLUSTER)
+    history = history_rows(mon, CLUSTER)
     assert [t for t, n in Counter(history).items() if n > 1] == [], "a transition written twice"
     kinds = Counter(t.kind for t in history)
     assert {"isr_shrink", "isr_expand", "leader_election", "unclean_leader_election", "controller_change",
@@ -578,7 +526,7 @@ def test_12_a_restarted_groups_collector_does_not_revive_a_deleted_group(mon: Lo
     # what follows holds only if the stream took what the restarted collector sent
     eventually(lambda: applied() >= applied_before + emitted, 60, "the stream applied the re-read groups")
     settled = time.monotonic() + 10   # a few batches of the 0.5 s trigger
-    never(lambda: v(mon, "kmon_consumer_group_members", group="s5-group") is not None,
+    never(lambda: v(mon, "kmon_consumer_group_members", group="s5-group", type="classic") is not None,
           until=lambda: time.monotonic() > settled, timeout=30, what="s5-group exported again")
     assert rows() == before
 
@@ -630,7 +578,7 @@ def test_13_two_collectors_of_each_kind_count_every_transition_once(mon: LocalSt
         epoch0 = mon.controller_epoch()
         create_topic(mon, topic, partitions=3, rf=3)
         members += [Member(mon, group, topic), Member(mon, group, topic)]
-        eventually(lambda: all(value(mon.state.stream_port, "kmon_consumer_group_members", c, group=group) == 2
+        eventually(lambda: all(value(mon.state.stream_port, "kmon_consumer_group_members", c, group=group, type="classic") == 2
                                for c in (CLUSTER, ha)), 120, "the group with two members in both views")
         members.pop().leave()
         follower = next(b for b in mon.broker_ids() if b != mon.controller_id())
@@ -647,7 +595,7 @@ def test_13_two_collectors_of_each_kind_count_every_transition_once(mon: LocalSt
         mon.start_broker(controller)
         members.pop().leave()
         eventually(lambda: all(value(mon.state.stream_port, "kmon_under_replicated_partitions", c, topic=topic) == 0
-                               and value(mon.state.stream_port, "kmon_consumer_group_members", c, group=group) == 0
+                               and value(mon.state.stream_port, "kmon_consumer_group_members", c, group=group, type="classic") == 0
                                for c in (CLUSTER, ha)), 120, "the cluster healthy again and the group empty")
         eventually(the_same, 150, "the pair's views and counters equal to the single collectors'")
         # Each election bumps the epoch; a loaded machine can add one of its own (a session that

@@ -23,7 +23,7 @@ import pytest
 from dashboards import catalog
 from dashboards.cli import add_dashboards_parser
 from dashboards.push import DATASOURCE_UID, SCRAPE_INTERVAL, folder_uid, without_userinfo
-from kmon.metrics import CATALOG, GROUP_STATES, known_series_names
+from kmon.metrics import CATALOG, CONSUMER_STATUSES, GROUP_STATES, known_series_names
 from stack.configs import PROMETHEUS_TEMPLATE
 from tests.tools import duration_s, prometheus_global, required_tool
 
@@ -116,7 +116,7 @@ def test_the_rebalance_storm_annotation_marks_what_the_alert_fires_on() -> None:
     rules = (REPO / "deploy/prometheus/rules/kmon-alerts.yml").read_text()
     alert = re.search(r"alert: ConsumerGroupRebalanceStorm\n\s+expr: (.*)\n", rules).group(1)   # type: ignore[union-attr]
     annotation = catalog.annotations(DASHBOARDS["kmon-consumer-groups"])[0]["expr"]
-    assert annotation.replace('{cluster=~"$cluster", group=~"$group"}', "") == alert
+    assert annotation.replace('{cluster=~"$cluster", group=~"$group", type=~"$type"}', "") == alert
 
 
 @pytest.mark.parametrize("query", all_queries(), ids=lambda q: f"{q.dashboard}/{q.panel}/{q.ref_id}")
@@ -154,12 +154,15 @@ def test_the_kraft_only_metrics_have_their_own_dashboard() -> None:
                                      if v["name"] == "cluster")["definition"]) <= kraft_only
 
 
-def test_group_state_timeline_shows_every_state() -> None:
-    [panel] = [p for p in catalog.panels(DASHBOARDS["kmon-consumer-groups"]) if p["type"] == "state-timeline"]
+@pytest.mark.parametrize(("title", "label", "values"), [
+    ("Group state", "state", {s for states in GROUP_STATES.values() for s in states}),
+    ("Consumers' verdict (from their offsets)", "status", set(CONSUMER_STATUSES))])
+def test_group_timelines_show_every_value(title: str, label: str, values: set[str]) -> None:
+    [panel] = [p for p in catalog.panels(DASHBOARDS["kmon-consumer-groups"]) if p["title"] == title]
     [target] = panel["targets"]
     texts = {o["text"] for m in panel["fieldConfig"]["defaults"]["mappings"] for o in m["options"].values()}
-    for state in GROUP_STATES:
-        assert f'state="{state}"' in target["expr"] and state in texts, state
+    for value in values:
+        assert f'{label}="{value}"' in target["expr"] and value in texts, value
 
 
 # ------------------------------------------------------------------ PromQL syntax

@@ -13,7 +13,7 @@ import streaming.views.self
 from kmon import http
 from kmon.events import (BrokerState, ControllerState, Endpoint, GroupState, PartitionState, QuorumReplica,
                          QuorumState, TopicLag)
-from kmon.metrics import BY_NAME, GROUP_STATES, known_series_names
+from kmon.metrics import BY_NAME, CONSUMER_STATUSES, GROUP_STATES, known_series_names
 from streaming.exporter import serve_metrics
 from streaming.published import LatestPublished, Published
 from streaming.views import CLUSTER_FAMILIES, ViewOptions, Views
@@ -32,7 +32,12 @@ RECORDS = [*BROKERS,
            part("t", 1, 5, (5,)),
            rec("controller", "controller", ControllerState(1, 4), {"controller_changes": 3}),
            rec("group", "group:g", GroupState("g", "Stable", 3, lag={"t": TopicLag(100, 4.0), "u": TopicLag(0, None)}),
-               {"rebalances": 5}, source="groups", state_since_ms=1_000)]
+               {"rebalances": 5}, source="groups", state_since_ms=1_000),
+           # a group of KIP-848's consumer protocol, one of its two members still reconciling
+           rec("group", "group:m", GroupState("m", "Reconciling", 7, protocol="uniform", group_type="consumer",
+                                              assignment_epoch=7, reconciling=1, status="stalled",
+                                              partition_status={"orders:3": "stalled"}),
+               {"rebalances": 2}, source="groups")]
 # what a KRaft collector adds: a fenced broker, a partition with an eligible leader replica, the quorum
 KRAFT_RECORDS = [
     rec("broker", "broker:6", BrokerState(6, "h6", 9092, None, fenced=True, incarnation_id="i6", broker_epoch=40),
@@ -102,24 +107,42 @@ def test_each_family_module_yields_exactly_its_catalogue_names(module):
 def test_values_the_views_tests_do_not_cover():
     s = exposed()
     assert value(s, "kmon_broker_info", broker=4, host="h4", port=9093, rack="") == 1   # no PLAINTEXT listener
-    assert value(s, "kmon_consumer_group_lag_seconds", group="g", topic="t") == 4.0
-    assert value(s, "kmon_consumer_group_lag_seconds", group="g", topic="u") is None
-    assert value(s, "kmon_consumer_group_rebalances_total", group="g") == 5
-    assert [value(s, "kmon_consumer_group_state", group="g", state=st) for st in GROUP_STATES] \
-        == [int(st == "Stable") for st in GROUP_STATES]
+    assert value(s, "kmon_consumer_group_lag_seconds", group="g", type="classic", topic="t") == 4.0
+    assert value(s, "kmon_consumer_group_lag_seconds", group="g", type="classic", topic="u") is None
+    assert value(s, "kmon_consumer_group_rebalances_total", group="g", type="classic") == 5
+    classic = GROUP_STATES["classic"]
+    assert [value(s, "kmon_consumer_group_state", group="g", type="classic", state=st) for st in classic] \
+        == [int(st == "Stable") for st in classic]
+    assert value(s, "kmon_consumer_group_info", group="g", type="classic", assignor="") is None   # an Empty group's
+    # a consumer-protocol group: its own states, its assignor, epochs and the members reconciling
+    consumer = GROUP_STATES["consumer"]
+    assert [value(s, "kmon_consumer_group_state", group="m", type="consumer", state=st) for st in consumer] \
+        == [int(st == "Reconciling") for st in consumer]
+    assert value(s, "kmon_consumer_group_state", group="m", type="consumer", state="PreparingRebalance") is None
+    assert value(s, "kmon_consumer_group_info", group="m", type="consumer", assignor="uniform") == 1
+    assert value(s, "kmon_consumer_group_assignment_epoch", group="m", type="consumer") == 7
+    assert value(s, "kmon_consumer_group_reconciling_members", group="m", type="consumer") == 1
+    assert value(s, "kmon_consumer_group_generation", group="m", type="consumer") == 7
+    assert value(s, "kmon_consumer_group_assignment_epoch", group="g", type="classic") is None
+    # the verdict on its consumers: one status set, the partitions not ok named
+    assert [value(s, "kmon_consumer_group_status", group="m", type="consumer", status=st) for st in CONSUMER_STATUSES] \
+        == [int(st == "stalled") for st in CONSUMER_STATUSES]
+    assert value(s, "kmon_consumer_group_partition_status", group="m", type="consumer", topic="orders", partition=3,
+                 status="stalled") == 1
+    assert value(s, "kmon_consumer_group_status", group="g", type="classic", status="ok") is None   # not judged
 
 
 def test_time_in_state_is_rendered_by_each_scrape():
     views = Views(ViewOptions())
     views.apply(keyed(RECORDS))
     exposition = views.exposition(STATS)
-    assert [value(parse(exposition.body(ms)), "kmon_consumer_group_state_seconds", group="g")
+    assert [value(parse(exposition.body(ms)), "kmon_consumer_group_state_seconds", group="g", type="classic")
             for ms in (1_000, 4_000, 181_000)] == [0, 3, 180]
 
 
 def test_unknown_group_state_still_shows():
     s = exposed([rec("group", "group:g", GroupState("g", "Unknown", 3), source="groups")])
-    assert value(s, "kmon_consumer_group_state", group="g", state="Unknown") == 1
+    assert value(s, "kmon_consumer_group_state", group="g", type="classic", state="Unknown") == 1
 
 
 def test_self_metrics():
@@ -161,7 +184,7 @@ def test_empty_exposition():
 def test_label_values_are_escaped_as_prometheus_reads_them():
     odd = 'a"b\\c\nd'
     s = exposed([rec("group", "group:x", GroupState(odd, "Stable", 1), source="groups")])
-    assert value(s, "kmon_consumer_group_members", group=odd) == 0
+    assert value(s, "kmon_consumer_group_members", group=odd, type="classic") == 0
 
 
 @pytest.mark.parametrize("number", [0, 1, -1, 7, 999_999, 1_000_000, 12_345_678, -12_345_678, 10**15, -10**15 + 1,
@@ -202,7 +225,7 @@ def test_a_family_that_raises_costs_that_family_only(monkeypatch, caplog):
     assert families_served(first) == set(FAMILIES) - {"balance"}
     assert value(first, "kmon_under_replicated_partitions", topic="t") == 2
     assert value(first, "kmon_controller_id") == 1 and value(first, "kmon_brokers") == 4
-    assert value(first, "kmon_consumer_group_generation", group="g") == 3
+    assert value(first, "kmon_consumer_group_generation", group="g", type="classic") == 3
     assert [errors(s)["balance"] for s in (first, second, third)] == [1, 2, 3], "counted at each build"
     assert {f: n for f, n in errors(third).items() if f != "balance"} == dict.fromkeys(set(FAMILIES) - {"balance"}, 0)
     logged = [r for r in caplog.records if "balance" in r.getMessage()]

@@ -5,14 +5,17 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+import itertools
+from dataclasses import dataclass, field, replace
+from typing import Iterable
 
 import pytest
-from confluent_kafka import ConsumerGroupState, ConsumerGroupType, KafkaError, KafkaException, Node, TopicPartition
+from confluent_kafka import (TIMESTAMP_CREATE_TIME as TIMESTAMP_TYPE_CREATE_TIME, ConsumerGroupState,
+                             ConsumerGroupType, KafkaError, KafkaException, Node, TopicPartition)
 from confluent_kafka.admin import ConsumerGroupDescription, MemberAssignment, MemberDescription
 
 from collectors.groups.admin_poll import present_groups, refused, wait_for
-from collectors.groups.book import GroupBook, Seen
+from collectors.groups.book import GroupBook, ModernStates, Offsets, Seen
 from collectors.groups.config import GroupsConfig, NameFilter
 from collectors.groups.gather import batches, gather
 from collectors.groups.lag import LagTable
@@ -23,7 +26,15 @@ from collectors.groups.states import state_from_description, state_from_metadata
 from collectors.telemetry import Telemetry
 from kmon.codec import decode, encode
 from kmon.events import Event, GroupMember, GroupState, TopicLag
-from tests.unit.test_offsets_codec import group_key, group_value, offset_key, offset_value, sample_group, sample_offset
+from collectors.groups.offsets_codec import GroupTombstone, SubRecordTombstone
+from collectors.groups.share_state_codec import ShareSnapshot, ShareUpdate
+from tests.unit.offsets_builders import encode as encode_record
+from tests.unit.offsets_builders import (encode_share_state, group_key, group_value, offset_key, offset_value,
+                                        share_state_key, tombstone)
+from tests.unit.test_modern_groups import G, T, current, deletion, epoch, join, member, target, target_epoch
+from tests.unit.test_offsets_codec import sample_group, sample_offset
+
+TOPIC_NAMES = {T: "orders"}
 
 # ----------------------------------------------------------------- GroupMetadata -> GroupState
 
@@ -262,12 +273,17 @@ class Record:
     offset_: int = 0
     error_: KafkaError | None = None
     partition_: int = 0
+    topic_: str = "__consumer_offsets"
+    # the coordinator's write it belongs to: each message its own write unless told
+    timestamp_: int = field(default_factory=itertools.count(1_700_000_000_000).__next__)
 
     def key(self) -> bytes | None: return self.key_
     def value(self) -> bytes | None: return self.value_
     def offset(self) -> int: return self.offset_
     def partition(self) -> int: return self.partition_
+    def topic(self) -> str: return self.topic_
     def error(self) -> KafkaError | None: return self.error_
+    def timestamp(self) -> tuple[int, int]: return TIMESTAMP_TYPE_CREATE_TIME, self.timestamp_
 
 
 class Sink:
@@ -281,7 +297,20 @@ class Sink:
 def reader(**settings: object) -> tuple[OffsetsReader, GroupBook, Sink, Telemetry]:
     book, sink, telemetry = GroupBook(), Sink(), Telemetry("c")
     config = GroupsConfig("h:9092", "c", **settings)  # type: ignore[arg-type]
-    return OffsetsReader(config, book, Emitter("c", sink, telemetry)), book, sink, telemetry
+    emitter = Emitter("c", sink, telemetry)
+    return OffsetsReader(config, book, emitter, ModernStates(emitter), named), book, sink, telemetry
+
+
+def named(ids: Iterable[str]) -> dict[str, str]:
+    """Topic ids as the tests' builders make them, and their names."""
+    return {i: TOPIC_NAMES.get(i, i) for i in ids}
+
+
+def handle_all(offsets: OffsetsReader, *messages: Record) -> None:
+    """As the reader's loop does: the messages of one fetch, then what they completed."""
+    for message in messages:
+        offsets.handle(message)  # type: ignore[arg-type]
+    offsets.flush()
 
 
 def sample(telemetry: Telemetry, name: str, **labels: str) -> float | None:
@@ -299,10 +328,8 @@ def test_each_generation_is_one_event_and_a_tombstone_one_delete() -> None:
     offsets, _, sink, telemetry = reader()
     record = sample_group(3)
     offsets.handle(Record(None, None, error_=EOF))  # type: ignore[arg-type]
-    for message in (metadata_record(record), metadata_record(record),
-                    metadata_record(replace(record, generation=43)),
-                    Record(group_key("orders-app"), None), Record(group_key("orders-app"), None)):
-        offsets.handle(message)  # type: ignore[arg-type]
+    handle_all(offsets, metadata_record(record), metadata_record(record), metadata_record(replace(record, generation=43)),
+               Record(group_key("orders-app"), None), Record(group_key("orders-app"), None))
     assert [(e.op, e.data and e.data.generation) for e in sink.events] == [
         ("upsert", 42), ("upsert", 43), ("delete", None)]
     assert sink.events[0].entity == "group:orders-app" and sink.events[0].source == "groups"
@@ -324,7 +351,7 @@ def test_history_before_a_partitions_end_emits_each_groups_outcome_only() -> Non
     offsets.handle(Record(None, None, error_=EOF, partition_=0))  # type: ignore[arg-type]
     assert [(e.entity, e.op, e.data and e.data.generation) for e in sink.events] == [
         ("group:orders-app", "delete", None), ("group:billing", "upsert", 44)]
-    offsets.handle(metadata_record(replace(live, generation=45)))  # type: ignore[arg-type]
+    handle_all(offsets, metadata_record(replace(live, generation=45)))
     assert sink.events[-1].data.generation == 45   # live from here on: every generation
 
 
@@ -341,23 +368,119 @@ def test_commits_update_the_book_without_events() -> None:
 def test_filtered_groups_are_ignored() -> None:
     offsets, _, sink, _ = reader(groups=NameFilter(exclude="orders-.*"))
     offsets.handle(Record(None, None, error_=EOF))  # type: ignore[arg-type]
-    offsets.handle(metadata_record(sample_group(2)))  # type: ignore[arg-type]
+    handle_all(offsets, metadata_record(sample_group(2)))
     assert sink.events == []
 
 
 @pytest.mark.parametrize(("key", "value", "kind"), [
     (b"\x00", b"", "malformed"),                                   # truncated key
-    (group_key("g"), b"\x00\x63garbage", "malformed"),             # unknown value version
+    (group_key("g"), b"\xff\xffgarbage", "malformed"),             # negative value version
+    (group_key("g"), b"\x00\x63garbage", "unknown_record_2"),      # a newer value version
     (None, b"x", "malformed"),                                     # no key
-    (b"\x00\x09\x00\x01g", b"", "unknown"),                        # a record type not decoded
+    (b"\x00\x19\x00\x01g", b"\x00\x00", "unknown_record_25"),       # a newer record type (25)
 ])
 def test_bad_records_are_counted_and_skipped(key: bytes | None, value: bytes, kind: str) -> None:
     offsets, _, sink, telemetry = reader()
     offsets.handle(Record(None, None, error_=EOF))  # type: ignore[arg-type]
-    offsets.handle(Record(key, value, offset_=17))  # type: ignore[arg-type]
-    offsets.handle(metadata_record(sample_group(4)))  # type: ignore[arg-type]
+    handle_all(offsets, Record(key, value, offset_=17), metadata_record(sample_group(4)))
     assert sample(telemetry, "kmon_collector_malformed_total", kind=kind) == 1
     assert len(sink.events) == 1  # the reader went on
+
+
+WRITES = itertools.count(2_000_000_000_000)
+
+
+def write(*records: object) -> list[Record]:
+    """The records of one write of the group coordinator: one timestamp."""
+    at = next(WRITES)
+    return [Record(*(tombstone(r) if isinstance(r, GroupTombstone | SubRecordTombstone) else encode_record(r)),
+                   timestamp_=at) for r in records]
+
+
+def test_a_consumer_protocol_group_is_one_event_per_write_with_its_epochs_and_reconciling_members() -> None:
+    offsets, _, sink, _ = reader()
+    offsets.handle(Record(None, None, error_=EOF))  # type: ignore[arg-type]
+    handle_all(offsets, *write(*join("a", 1, 0, 1, 2, 3)))
+    # b joins: epoch 2, the new target gives b half of a's partitions, a still has to revoke them
+    handle_all(offsets, *write(member("b"), epoch(2), target("a", 0, 1), target("b", 2, 3), target_epoch(2),
+                               current("a", 2, 0, 1, state=1, revoking=(2, 3)), current("b", 2)))
+    assert [(e.op, e.data.group_type, e.data.state, e.data.generation, e.data.assignment_epoch, e.data.reconciling)
+            for e in sink.events] == [("upsert", "consumer", "Stable", 1, 1, 0),
+                                      ("upsert", "consumer", "Reconciling", 2, 2, 1)]
+    a, b = sink.events[-1].data.members
+    assert (a.member_id, a.assignment, a.pending_revocation, a.member_state) == (
+        "a", ("orders:0", "orders:1"), ("orders:2", "orders:3"), "UNREVOKED_PARTITIONS")
+    assert (b.member_epoch, b.assignment, b.subscribed_topics, b.rack) == (2, (), ("orders",), "rack-a")
+    assert sink.events[-1].data.protocol == "uniform"
+    handle_all(offsets, *write(*deletion("a", "b")))
+    assert [e.op for e in sink.events] == ["upsert", "upsert", "delete"]
+
+
+def test_an_upgrade_from_the_classic_protocol_is_one_group_throughout() -> None:
+    """Kafka writes the classic group's tombstone and the consumer group's records in one write."""
+    offsets, _, sink, _ = reader()
+    offsets.handle(Record(None, None, error_=EOF))  # type: ignore[arg-type]
+    classic = replace(sample_group(3), group=G, generation=7)
+    handle_all(offsets, metadata_record(classic))
+    handle_all(offsets, Record(group_key(G), None, timestamp_=99), *[
+        replace(r, timestamp_=99) for r in write(*join("a", 8, 0, 1, classic=True))])
+    assert [(e.op, e.data.group_type, e.data.generation) for e in sink.events] == [
+        ("upsert", "classic", 7), ("upsert", "consumer", 8)]
+    assert sink.events[-1].data.members[0].classic_protocol
+
+
+def test_records_of_a_newer_kafka_are_counted_by_type_and_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    offsets, _, sink, telemetry = reader()
+    offsets.handle(Record(None, None, error_=EOF))  # type: ignore[arg-type]
+    newer = Record(b"\x00\x1e\x00\x01g", b"\x00\x00")   # type 30
+    with caplog.at_level("WARNING", "kmon.collector.groups"):
+        handle_all(offsets, newer, Record(newer.key_, newer.value_), *write(*join("a", 1, 0)))
+    assert sample(telemetry, "kmon_collector_malformed_total", kind="unknown_record_30") == 2
+    assert len([r for r in caplog.records if "record type 30" in r.getMessage()]) == 1
+    assert [e.op for e in sink.events] == ["upsert"]
+
+
+def test_a_share_groups_start_offsets_are_its_committed_offsets() -> None:
+    """Read from __share_group_state: a snapshot, an update moving the start on, one keeping it."""
+    offsets, book, _, _ = reader()
+    snapshot = ShareSnapshot("jobs", T, 0, 1, 1, 3, 100, 1, 2, -1, ())
+    state = lambda r: Record(*encode_share_state(r), topic_="__share_group_state")  # noqa: E731
+    handle_all(offsets, state(snapshot), state(ShareSnapshot("jobs", T, 1, 1, 1, 3, -1, 1, 2, -1, ())))
+    assert book.committed(["jobs"]) == {"jobs": {("orders", 0): 100}}   # partition 1: no start offset yet
+    handle_all(offsets, state(ShareUpdate("jobs", T, 0, 1, -1, 140, -1, ())),
+               state(ShareUpdate("jobs", T, 0, 1, -1, -1, -1, ())))
+    assert book.committed(["jobs"]) == {"jobs": {("orders", 0): 140}}
+    handle_all(offsets, Record(share_state_key(0, "jobs", T, 0), None, topic_="__share_group_state"))
+    assert book.committed(["jobs"]) == {}
+
+
+def test_a_share_partition_of_a_topic_not_named_yet_is_booked_once_its_name_is_known() -> None:
+    book, sink, telemetry = GroupBook(), Sink(), Telemetry("c")
+    emitter = Emitter("c", sink, telemetry)
+    names: dict[str, str] = {}
+    offsets = OffsetsReader(GroupsConfig("h:9092", "c"), book, emitter, ModernStates(emitter),
+                            lambda ids: {i: names.get(i, i) for i in ids})
+    record = Record(*encode_share_state(ShareSnapshot("jobs", T, 0, 1, 1, 3, 100, 1, 2, -1, ())),
+                    topic_="__share_group_state")
+    handle_all(offsets, record)
+    assert book.committed(["jobs"]) == {}, "not under its topic id"
+    names[T] = "orders"   # the topic described since
+    offsets.flush()
+    assert book.committed(["jobs"]) == {"jobs": {("orders", 0): 100}}
+
+
+def test_modern_groups_get_their_lag_from_the_poller_never_an_older_state() -> None:
+    sink = Sink()
+    modern = ModernStates(Emitter("c", sink, Telemetry("c")))
+    modern.upsert(GroupState("m", "Reconciling", 2, group_type="consumer", origin="offsets", assignment_epoch=2))
+    modern.emit_offsets({"m": Offsets({"orders": TopicLag(5, 1.0)}, "stalled", {"orders:0": "stalled"})})
+    modern.upsert(GroupState("m", "Stable", 2, group_type="consumer", origin="offsets", assignment_epoch=2))
+    assert [(e.data.state, e.data.lag, e.data.status) for e in sink.events] == [
+        ("Reconciling", {}, None), ("Reconciling", {"orders": TopicLag(5, 1.0)}, "stalled"),
+        ("Stable", {"orders": TopicLag(5, 1.0)}, "stalled")]
+    assert sink.events[-1].data.partition_status == {"orders:0": "stalled"}
+    assert modern.groups() == {"m": "consumer"}
+    assert modern.forget("m") and modern.groups() == {}
 
 
 def test_end_of_every_partition_means_caught_up() -> None:

@@ -12,7 +12,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -182,6 +184,25 @@ def test_group_states_and_one_row_per_rebalance_including_generations_missed_bet
         ("rebalance", "4", "5", 5), ("rebalance", "5", "6", 6), ("rebalance", "6", "7", 7)]
     assert rows[2].detail == "2 member(s), assignor range, leader m0" and rows[3].detail == "between two polls"
     assert {(r.group, r.broker) for r in rows} == {("g", 2)}
+
+
+def test_a_consumer_protocol_epoch_step_names_the_members_still_reconciling():
+    def epoch(n: int, group_epoch: int, assignment_epoch: int, *members: tuple[str, int, str]) -> Event:
+        reconciling = sum(e != assignment_epoch or s != "STABLE" for _, e, s in members)
+        data = GroupState(group="g", state="Reconciling" if reconciling else "Stable", generation=group_epoch,
+                          protocol="uniform", group_type="consumer", assignment_epoch=assignment_epoch,
+                          reconciling=reconciling,
+                          members=tuple(GroupMember(m, "c", "h", member_epoch=e, member_state=s) for m, e, s in members))
+        return Event(cluster="c1", source="groups", kind="group", entity="group:g", op="upsert",
+                     observed_ms=T0 + n, data=data)
+    rows = rows_of([epoch(1, 4, 4, ("a", 4, "STABLE")),
+                    epoch(2, 5, 5, ("a", 4, "UNREVOKED_PARTITIONS"), ("b", 5, "STABLE"))])
+    [rebalance] = [r for r in rows if r.kind == "rebalance"]
+    assert (rebalance.old, rebalance.new, rebalance.generation) == ("4", "5", 5)
+    assert rebalance.detail == ("2 member(s), assignor uniform, consumer protocol, target assignment epoch 5, "
+                                "1 reconciling: a (client c, epoch 4, UNREVOKED_PARTITIONS)")
+    [reconciling] = [r for r in rows if r.kind == "group_state_change"]   # Stable at epoch 4, Reconciling at 5
+    assert (reconciling.old, reconciling.new, reconciling.detail) == ("Stable", "Reconciling", rebalance.detail)
 
 
 # ---------------------------------------------------------------- rows agree with the counters
@@ -420,6 +441,14 @@ def test_from_and_to_bound_the_range(history_dir: Path, capsys):
     (["--broker", "two"], "--broker 'two' is not a broker id"),
     (["--from", "2026-11-23T10:00", "--to", "2026-11-23T09:00"], "--to '2026-11-23T09:00' is before"),
     (["--follow", "--to", "2026-11-23T09:00"], "--follow and --to exclude each other"),
+    # found by tests/fuzz/history.py: times past the calendar's end raised from deep in the reader,
+    # and a kind with a line break in it broke the line
+    (["--since", "9" * 30 + "w"], "--since '999999999999999999999999999999w' reaches past"),
+    (["--since", "9" * 400 + "s"], "reaches past"),
+    (["--from", "9" * 30], "--from '999999999999999999999999999999' is past"),
+    (["--to", "-" + "9" * 30], "is not a time"),
+    (["--to", "99999999999999"], "--to '99999999999999' is past"),
+    (["--kind", "isr_shrink,bo\rgus"], "unknown kind 'bo\\rgus'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(history_dir: Path, capsys, argv, needle):
     code, lines, err = history(capsys, "--dir", str(history_dir), *argv)
@@ -441,6 +470,32 @@ def test_a_corrupted_file_is_skipped_with_a_warning_naming_it(history_dir: Path,
     code, lines, _ = history(capsys, "--dir", str(history_dir), "--json")
     assert code == 0 and len(lines) == 4
     assert f"skipped {bad}: not a readable Parquet file" in caplog.text
+
+
+def test_a_file_of_another_schema_or_values_is_skipped_with_one_line_naming_it(history_dir: Path, capsys, caplog):
+    """Found by tests/fuzz/history.py: each made `kmon history` raise (TypeError comparing a text time,
+    ValueError printing a time past year 9999, TypeError hashing a list); an empty file's warning was
+    several lines."""
+    day = next(history_dir.glob("cluster=c1/date=*"))
+    rows = {c: pa.array([getattr(t, c) for t in [row(1)]]) for c in Transition._fields if c != "cluster"}
+    others = {"text time": {**rows, "time_ms": pa.array(["1"])}, "null time": {**rows, "time_ms": pa.array([None], pa.int64())},
+              "list broker": {**rows, "broker": pa.array([[1]])}, "time past 9999": {**rows, "time_ms": pa.array([2**62])},
+              "float time": {**rows, "time_ms": pa.array([1.5])}}
+    for name, columns in others.items():
+        pq.write_table(pa.table(columns), day / f"{name}.parquet")
+    (day / "empty.parquet").write_bytes(b"")
+    code, lines, _ = history(capsys, "--dir", str(history_dir), "--json", "--since", "1w")
+    assert code == 0 and len(lines) == 5
+    skipped = [r.getMessage() for r in caplog.records if r.getMessage().startswith("skipped")]
+    assert len(skipped) == len(others) + 1 and not any("\n" in message for message in skipped)
+    assert sum("not a kmon history file" in message for message in skipped) == len(others)
+
+
+def test_a_poll_interval_that_is_not_finite_is_refused_before_anything_waits_on_it(history_dir: Path, capsys):
+    for value in ("inf", "1e400"):
+        with pytest.raises(SystemExit) as e:
+            main(["history", "--dir", str(history_dir), "--follow", "--poll-interval", value])
+        assert e.value.code == 2 and "finite" in capsys.readouterr().err
 
 
 def test_follow_prints_new_transitions_until_sigterm(tmp_path: Path):

@@ -79,7 +79,7 @@ STATES: dict[str, st.SearchStrategy] = {   # kind -> its valid states; built onc
     "topic_deletion": st.builds(TopicDeletionState, topics),
     "isr_change": st.builds(IsrChangeState, st.lists(strings, max_size=3).map(tuple)),
     "group": st.builds(
-        GroupState, st.sampled_from("gh"), st.sampled_from([*GROUP_STATES, "Unknown"]), st.integers(-1, 20),
+        GroupState, st.sampled_from("gh"), st.sampled_from([*{s for states in GROUP_STATES.values() for s in states}, "Unknown"]), st.integers(-1, 20),
         strings, strings, optional(strings),
         st.lists(st.builds(GroupMember, strings, strings, strings, optional(strings),
                            st.lists(strings, max_size=2).map(tuple)), max_size=2).map(tuple),

@@ -264,6 +264,17 @@ def test_a_topic_of_an_existing_name_replaces_it(image):
     assert events[-1].data == TopicState(topic="orders", topic_id=T2, replicas={0: (3,)})
 
 
+def test_a_topic_id_taken_by_another_name_replaces_the_topic_it_named(image):
+    """Found by tests/fuzz/kraft.py: the old name kept pointing at the id, and its next event
+    was a KeyError."""
+    create_orders(image)
+    image.take_events()
+    feed(image, 30, b.topic("payments", T1), b.remove_topic(T1))
+    assert [e for e in summary(image.take_events()) if e[0].startswith("topic")] == [
+        ("topic:orders", "delete", 30), ("topic:payments", "upsert", 30), ("topic:payments", "delete", 31)]
+    assert image.topics == {} and image.names == {}
+
+
 def test_remove_topic_of_a_published_topic(image):
     create_orders(image)
     image.take_events()

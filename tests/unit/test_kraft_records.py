@@ -250,6 +250,71 @@ def test_every_truncation_of_a_record_is_malformed(value):
             decode(value[:cut])
 
 
+LONG = list(range(1, 131))   # an array length of two bytes
+
+
+# Values outside the ranges Kafka writes, which no event can carry (found by tests/fuzz/kraft.py):
+# a malformed record, not an event the stream refuses whole.
+OUT_OF_RANGE = {
+    "negative broker id": b.register_broker(1, -1, INC, 10, ENDPOINTS),
+    "negative broker epoch": b.register_broker(1, 1, INC, -10, ENDPOINTS),
+    "negative feature level": b.register_broker(1, 1, INC, 10, ENDPOINTS, {"metadata.version": (-1, 27)}),
+    "negative unregistered id": b.unregister_broker(-3, 2),
+    "negative fenced id": b.fence_broker(-3, 2),
+    "negative change epoch": b.broker_change(1, -2, fenced=1),
+    "negative partition": b.partition(TID, -1, [1], [1], leader=1),
+    "negative replica": b.partition(TID, 0, [1, -2], [1], leader=1),
+    "negative isr member": b.partition(TID, 0, [1], [-1], leader=1),
+    "leader below -1": b.partition(TID, 0, [1], [1], leader=-2),
+    "negative leader epoch": b.partition(TID, 0, [1], [1], leader=1, leader_epoch=-1),
+    "negative partition epoch": b.partition(TID, 0, [1], [1], leader=1, partition_epoch=-5),
+    "recovery state 2": b.partition(TID, 0, [1], [1], leader=1, recovery=2),
+    "negative elr member": b.partition(TID, 0, [1], [1], leader=1, version=2, elr=[-4]),
+    "change of a negative partition": b.partition_change(TID, -1, leader=1),
+    "change to a leader below -2": b.partition_change(TID, 0, leader=-3),
+    "change to a negative isr member": b.partition_change(TID, 0, isr=[1, -1]),
+    "change to recovery state 7": b.partition_change(TID, 0, recovery=7),
+    # arrays of 127 ids or more: read field by field, not in the one struct of the common case
+    "negative partition, long arrays": b.partition(TID, -1, LONG, [1], leader=1),
+    "negative replica in a long array": b.partition(TID, 0, [*LONG, -2], [1], leader=1),
+    "negative adding member, long arrays": b.partition(TID, 0, LONG, [1], leader=1, adding=[-7]),
+    "leader below -1, long arrays": b.partition(TID, 0, LONG, [1], leader=-2),
+    "negative leader epoch, long arrays": b.partition(TID, 0, LONG, [1], leader=1, leader_epoch=-1),
+    "negative partition epoch, long arrays": b.partition(TID, 0, [1], LONG, leader=1, partition_epoch=-5),
+}
+
+
+@pytest.mark.parametrize("value", OUT_OF_RANGE.values(), ids=OUT_OF_RANGE.keys())
+def test_a_value_out_of_kafkas_range_is_malformed(value):
+    with pytest.raises(MalformedRecord, match="below|not 0 or 1"):
+        decode(value)
+
+
+@pytest.mark.parametrize("replicas", [[1, 2], LONG], ids=["one struct", "field by field"])
+def test_a_partition_without_a_leader_is_no_malformed_record(replicas):
+    r = decode(b.partition(TID, 0, replicas, [], leader=-1, leader_epoch=0, partition_epoch=0))
+    assert (r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch) == (tuple(replicas), (), -1, 0, 0)
+
+
+def test_a_leader_change_to_a_leader_below_minus_1_is_malformed():
+    with pytest.raises(MalformedRecord, match="below"):
+        leader_change(b.control_key(2), b.leader_change_value(-2))
+
+
+@pytest.mark.parametrize(("what", "batch"), [
+    ("base offset", b.batch(-5, [b.no_op()])), ("epoch", b.batch(0, [b.no_op()], epoch=-1)),
+    ("max timestamp", b.batch(0, [b.no_op()], max_timestamp=-2)),
+    ("offset delta", b.batch(0, [None], raw_records=b.record(-1, b.no_op())))])
+def test_a_batch_out_of_kafkas_ranges_is_malformed(what, batch):
+    (only,) = list(batches(batch))
+    assert only.malformed is not None and what in only.malformed and only.values == ()
+
+
+def test_a_batch_without_timestamps_has_no_append_time():
+    (only,) = list(batches(b.batch(0, [b.no_op()], max_timestamp=-1)))
+    assert only.max_timestamp_ms is None and only.malformed is None
+
+
 def test_a_corrupt_array_length_is_malformed():
     good = b.partition(TID, 0, [1], [1], leader=1)
     head = len(b.framed(3, 0, b"")) + 4 + 16         # frame, partition id, topic id

@@ -13,7 +13,7 @@ from stack.keeper import kept
 from stack.local import (FIRST_CONTROLLER_ID, Component, LocalStack, StackError, StackRequest, StackState,
                          _stop_order, collector_sources, kraft_layout, shape_flags)
 
-PORTS = {"PLAINTEXT": 21000, "CONTROLLER": 22000}
+PORTS = {"PLAINTEXT": 21000, "CONTROLLER": 22000, "CONTROLLER_MTLS": 0}   # no mTLS listener: not secure
 
 
 def _port(name: str, listener: str) -> int:
@@ -111,7 +111,7 @@ def test_request_and_profile_follow_fast() -> None:
 @pytest.mark.parametrize("request_, said", [
     (StackRequest(controllers=1), "--dedicated-controllers 1 needs --kraft"),
     (StackRequest(kraft=True, chroot="/kafka"), "--kraft does not go with --chroot"),
-    (StackRequest(kraft=True, secure=True, zk_port=2181), "--kraft does not go with --zookeeper-port, --secure"),
+    (StackRequest(kraft=True, chroot="/k", zk_port=2181), "--kraft does not go with --chroot, --zookeeper-port"),
 ])
 def test_flags_that_do_not_go_together_are_one_line_naming_them(request_: StackRequest, said: str) -> None:
     with pytest.raises(StackError, match=said) as raised:
@@ -121,7 +121,7 @@ def test_flags_that_do_not_go_together_are_one_line_naming_them(request_: StackR
 
 def test_good_requests_pass_the_check() -> None:
     for good in (StackRequest(), StackRequest(kraft=True), StackRequest(kraft=True, controllers=3),
-                 StackRequest(chroot="/kafka", secure=True)):
+                 StackRequest(chroot="/kafka", secure=True), StackRequest(kraft=True, secure=True)):
         good.check()
 
 
@@ -129,6 +129,7 @@ def test_the_shape_of_a_stack_is_the_flags_that_make_it() -> None:
     assert shape_flags(True, 3, 0, "", False) == "--kraft --brokers 3"
     assert shape_flags(True, 2, 1, "", False) == "--kraft --brokers 2 --dedicated-controllers 1"
     assert shape_flags(False, 3, 0, "/kafka", True) == "--brokers 3 --chroot /kafka --secure"
+    assert shape_flags(True, 3, 0, "", True) == "--kraft --brokers 3 --secure"
     assert StackRequest(kraft=True, controllers=1, brokers=2).flags == "--kraft --brokers 2 --dedicated-controllers 1"
 
 

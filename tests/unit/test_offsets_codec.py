@@ -1,9 +1,12 @@
-"""Tests of collectors.groups.offsets_codec: round trips, hand-built vectors, fuzzing."""
+"""Tests of collectors.groups.offsets_codec, its entry point and the classic records (types 0-2):
+round trips, hand-built vectors, newer versions, fuzzing."""
 
 from __future__ import annotations
 
 import random
 import struct
+from dataclasses import replace
+from typing import Callable, get_args
 
 import pytest
 
@@ -12,141 +15,24 @@ from collectors.groups.offsets_codec import (
     GroupMember,
     GroupMetadata,
     GroupTombstone,
+    GroupType,
     MalformedRecord,
     OffsetCommit,
     OffsetTombstone,
     TopicPartition,
+    Record,
     UnknownRecord,
     decode_record,
 )
-
-RECORD_TYPES = (
-    ConsumerGroupMetadata,
-    GroupMetadata,
-    GroupTombstone,
-    OffsetCommit,
-    OffsetTombstone,
-    UnknownRecord,
+from tests.unit.offsets_builders import (
+    Writer,
+    assignment,
+    encode,
+    group_key,
+    group_value,
+    offset_key,
+    offset_value,
 )
-
-
-# --- Test-only encoder, written from Kafka's message schemas -------------------------
-
-
-class Writer:
-    """Kafka's generated-message encoding; `flexible` selects compact lengths + tags."""
-
-    def __init__(self, flexible: bool = False) -> None:
-        self.buf = bytearray()
-        self.flexible = flexible
-
-    def int16(self, v: int) -> Writer:
-        self.buf += struct.pack(">h", v)
-        return self
-
-    def int32(self, v: int) -> Writer:
-        self.buf += struct.pack(">i", v)
-        return self
-
-    def int64(self, v: int) -> Writer:
-        self.buf += struct.pack(">q", v)
-        return self
-
-    def uvarint(self, v: int) -> Writer:
-        while v >= 0x80:
-            self.buf.append(v & 0x7F | 0x80)
-            v >>= 7
-        self.buf.append(v)
-        return self
-
-    def _length(self, n: int | None, wide: bool) -> None:
-        if self.flexible:
-            self.uvarint(0 if n is None else n + 1)
-        elif wide:
-            self.int32(-1 if n is None else n)
-        else:
-            self.int16(-1 if n is None else n)
-
-    def string(self, s: str | None) -> Writer:
-        raw = None if s is None else s.encode()
-        self._length(None if raw is None else len(raw), wide=False)
-        self.buf += raw or b""
-        return self
-
-    def blob(self, b: bytes | None) -> Writer:
-        self._length(None if b is None else len(b), wide=True)
-        self.buf += b or b""
-        return self
-
-    def array(self, n: int) -> Writer:
-        self._length(n, wide=True)
-        return self
-
-    def tags(self, tagged: dict[int, bytes] | None = None) -> Writer:
-        if self.flexible:
-            tagged = tagged or {}
-            self.uvarint(len(tagged))
-            for tag, data in sorted(tagged.items()):
-                self.uvarint(tag).uvarint(len(data))
-                self.buf += data
-        return self
-
-    def done(self) -> bytes:
-        return bytes(self.buf)
-
-
-def offset_key(group: str, topic: str, partition: int, key_version: int = 1) -> bytes:
-    return Writer().int16(key_version).string(group).string(topic).int32(partition).done()
-
-
-def group_key(group: str) -> bytes:
-    return Writer().int16(2).string(group).done()
-
-
-def consumer_group_key(group: str) -> bytes:
-    return Writer().int16(3).string(group).done()
-
-
-def offset_value(r: OffsetCommit, tagged: dict[int, bytes] | None = None) -> bytes:
-    w = Writer(flexible=r.version >= 4).int16(r.version).int64(r.offset)
-    if r.version >= 3:
-        w.int32(r.leader_epoch)
-    w.string(r.metadata).int64(r.commit_timestamp_ms)
-    if r.version == 1:
-        w.int64(r.expire_timestamp_ms)
-    return w.tags(tagged).done()
-
-
-def group_value(r: GroupMetadata) -> bytes:
-    w = Writer(flexible=r.version >= 4).int16(r.version)
-    w.string(r.protocol_type).int32(r.generation).string(r.protocol).string(r.leader)
-    if r.version >= 2:
-        w.int64(r.current_state_timestamp_ms)
-    w.array(len(r.members))
-    for m in r.members:
-        w.string(m.member_id)
-        if r.version >= 3:
-            w.string(m.group_instance_id)
-        w.string(m.client_id).string(m.client_host)
-        if r.version >= 1:
-            w.int32(m.rebalance_timeout_ms)
-        w.int32(m.session_timeout_ms).blob(m.subscription).blob(m.assignment).tags()
-    return w.tags().done()
-
-
-def consumer_group_value(epoch: int, tagged: dict[int, bytes] | None = None) -> bytes:
-    return Writer(flexible=True).int16(0).int32(epoch).tags(tagged).done()
-
-
-def assignment(
-    partitions: dict[str, list[int]], version: int = 0, user_data: bytes | None = None
-) -> bytes:
-    w = Writer().int16(version).array(len(partitions))
-    for topic, ps in partitions.items():
-        w.string(topic).array(len(ps))
-        for p in ps:
-            w.int32(p)
-    return w.blob(user_data).done()
 
 
 # --- Sample records ------------------------------------------------------------------
@@ -201,7 +87,7 @@ def sample_group(version: int) -> GroupMetadata:
 
 
 def all_valid_records() -> list[tuple[bytes, bytes]]:
-    records = [(consumer_group_key("kip848"), consumer_group_value(9, {0: bytes(8)}))]
+    records = [encode(ConsumerGroupMetadata("kip848", 9, 99))]
     for v in range(5):
         records.append((offset_key("orders-app", "orders", 7), offset_value(sample_offset(v))))
         records.append((group_key("orders-app"), group_value(sample_group(v))))
@@ -247,24 +133,27 @@ def test_offset_v4_skips_unknown_tagged_fields() -> None:
     assert decode_record(offset_key("orders-app", "orders", 7), value) == expected
 
 
-def test_consumer_group_metadata_round_trip() -> None:
-    value = consumer_group_value(17, tagged={0: struct.pack(">q", 99), 1: bytes(8)})
-    assert decode_record(consumer_group_key("g"), value) == ConsumerGroupMetadata("g", 17)
-
-
 def test_tombstones() -> None:
-    assert decode_record(group_key("gone"), None) == GroupTombstone("gone")
-    assert decode_record(consumer_group_key("gone"), None) == GroupTombstone("gone")
+    assert decode_record(group_key("gone"), None) == GroupTombstone("gone", GroupType.CLASSIC)
     assert decode_record(offset_key("g", "t", 3, key_version=0), None) == OffsetTombstone(
         "g", "t", 3
     )
 
 
-@pytest.mark.parametrize("key_version", [4, 5, 8, 9, 16, 32767])
-def test_other_record_types_are_unknown(key_version: int) -> None:
-    key = Writer().int16(key_version).string("g").string("member").done()
-    assert decode_record(key, b"\x00\x00anything") == UnknownRecord(key_version)
-    assert decode_record(key, None) == UnknownRecord(key_version)
+@pytest.mark.parametrize("key_version", [25, 26, 100, 32767])
+def test_newer_record_types_are_unknown(key_version: int) -> None:
+    record_key = Writer().int16(key_version).string("g").string("member").done()
+    assert decode_record(record_key, b"\x00\x02anything") == UnknownRecord(key_version, 2)
+    assert decode_record(record_key, None) == UnknownRecord(key_version, None)
+
+
+@pytest.mark.parametrize(
+    ("record_key", "version"),
+    [(group_key("g"), 5), (offset_key("g", "t", 0), 5), (offset_key("g", "t", 0, key_version=0), 9)],
+)
+def test_newer_value_versions_are_unknown_not_malformed(record_key: bytes, version: int) -> None:
+    value = Writer().int16(version).done() + b"fields of a future version"
+    assert decode_record(record_key, value) == UnknownRecord(record_key[1], version)
 
 
 # --- Byte-exact vectors built by hand from the schemas -------------------------------
@@ -364,12 +253,6 @@ def test_offset_commit_v4_flexible_vector() -> None:
     assert (record.offset, record.leader_epoch, record.metadata) == (42, -1, "ok")
 
 
-def test_consumer_group_metadata_vector() -> None:
-    key = bytes.fromhex("0003" "0002" "6731")  # ConsumerGroupMetadataKey "g1"
-    value = bytes.fromhex("0000" "0000000c" "01" "00" "08" "0000000000000063")
-    assert decode_record(key, value) == ConsumerGroupMetadata("g1", 12)
-
-
 # --- Malformed input -----------------------------------------------------------------
 
 
@@ -396,27 +279,15 @@ def test_truncation_message_names_field_and_byte() -> None:
         ),
         pytest.param(
             group_key("g"),
-            b"\x00\x05",
-            "GroupMetadataValue: unknown version 5",
-            id="group-v5",
-        ),
-        pytest.param(
-            group_key("g"),
             b"\xff\xff",
-            "GroupMetadataValue: unknown version -1",
+            "GroupMetadataValue: negative version -1",
             id="group-v-1",
         ),
         pytest.param(
-            offset_key("g", "t", 0),
-            b"\x00\x05",
-            "OffsetCommitValue: unknown version 5",
-            id="offset-v5",
-        ),
-        pytest.param(
-            consumer_group_key("g"),
-            b"\x00\x01",
-            "ConsumerGroupMetadataValue: unknown version 1",
-            id="kip848-v1",
+            Writer().int16(99).string("g").done(),
+            b"\x00",
+            "value: truncated at byte 0 reading version",
+            id="unknown-type-truncated-version",
         ),
         pytest.param(
             group_key("g"),
@@ -454,6 +325,12 @@ def test_truncation_message_names_field_and_byte() -> None:
 def test_malformed(key: bytes | None, value: bytes | None, message: str) -> None:
     with pytest.raises(MalformedRecord, match=message):
         decode_record(key, value)
+
+
+def test_a_generation_below_minus_1_is_malformed() -> None:
+    """Found by tests/fuzz/groups.py: the events' schema refuses it."""
+    with pytest.raises(MalformedRecord, match="generation"):
+        decode_record(group_key("g"), group_value(replace(sample_group(3), generation=-2)))
 
 
 def test_huge_member_count_is_rejected_without_looping() -> None:
@@ -511,12 +388,18 @@ def test_assignment_of_other_protocols_is_not_decoded() -> None:
 # --- Fuzzing: only records or MalformedRecord, ever ----------------------------------
 
 
-def decode_or_malformed(key: bytes | None, value: bytes | None) -> object:
+def decode_or_malformed(
+    key: bytes | None,
+    value: bytes | None,
+    decoder: Callable[[bytes | None, bytes | None], object] = decode_record,
+    records: object = Record,
+) -> object:
+    """What `decoder` makes of the bytes: one of `records` (a union), or the MalformedRecord."""
     try:
-        record = decode_record(key, value)
+        record = decoder(key, value)
     except MalformedRecord as error:
         return error
-    assert isinstance(record, RECORD_TYPES)
+    assert isinstance(record, get_args(records))
     return record
 
 

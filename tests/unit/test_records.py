@@ -247,6 +247,25 @@ def test_a_lower_generation_that_began_earlier_is_stale():
     assert outcomes[-1] == Applied.STALE and rec.state.generation == 9
 
 
+def test_the_verdict_on_a_groups_consumers_stays_until_an_event_that_judges_again():
+    rec, _ = fold([group_event(5, status="stalled", partition_status={"t:0": "stalled"}),
+                   group_event(6, origin="offsets")])
+    assert (rec.state.generation, rec.state.status, rec.state.partition_status) == (6, "stalled", {"t:0": "stalled"})
+    rec, _ = fold([group_event(7, status="ok")], rec)
+    assert (rec.state.status, rec.state.partition_status) == ("ok", {})
+
+
+def test_a_group_moving_between_protocols_is_one_group_whatever_its_epoch():
+    """An upgrade to the consumer protocol goes on from the classic generation (Kafka's rule), a
+    downgrade back goes on from the epoch; a lower number on a move is still the same group."""
+    rec, outcomes = fold([group_event(7, origin="offsets"),
+                          group_event(8, origin="offsets", group_type="consumer", assignment_epoch=8),
+                          group_event(9, origin="offsets", group_type="consumer", assignment_epoch=9),
+                          group_event(3, origin="offsets")])
+    assert outcomes == [Applied.APPLIED] * 4
+    assert (rec.state.group_type, rec.state.generation, rec.counters) == ("classic", 3, {"rebalances": 2})
+
+
 # ------------------------------------------------------------------ snapshot markers
 
 def test_snapshot_markers_count_resyncs_once():

@@ -266,6 +266,9 @@ def test_reassignment_exception_of_the_preferred_replica_imbalance():
     assert value(joining, "kmon_preferred_replica_imbalance") == 0     # not counted until 3 is in the ISR
     assert value(joined, "kmon_preferred_replica_imbalance") == 1
     assert value(joining, "kmon_reassigning_partitions") == 1
+    # the replica being added is still copying until it joins the ISR
+    assert (value(joining, "kmon_reassignment_replicas_pending"), value(joined, "kmon_reassignment_replicas_pending")) \
+        == (1, 0)
     # the original replica set [1,2] is fully in sync: no false under-replication
     assert value(joining, "kmon_under_replicated_partitions", topic="t") == 0
 
@@ -289,10 +292,10 @@ def test_group_view():
     s = series(rec("group", "group:g", g, {"rebalances": 4}, source="groups", state_since_ms=4_000),
                now_ms=10_000)
     assert labelled(s, "kmon_consumer_group_state", "state")["PreparingRebalance"] == 1
-    assert [value(s, f"kmon_consumer_group_{name}", group="g")
+    assert [value(s, f"kmon_consumer_group_{name}", group="g", type="classic")
             for name in ("members", "generation", "rebalances_total", "state_seconds")] == [1, 12, 4, 6.0]
-    assert value(s, "kmon_consumer_group_lag", group="g", topic="t") == 42
-    assert value(s, "kmon_consumer_group_lag_seconds", group="g", topic="t") == 3.5
+    assert value(s, "kmon_consumer_group_lag", group="g", type="classic", topic="t") == 42
+    assert value(s, "kmon_consumer_group_lag_seconds", group="g", type="classic", topic="t") == 3.5
 
 
 # ------------------------------------------------------------------ quorum (KRaft)

@@ -274,6 +274,12 @@ MALFORMED: list[tuple[str, Parser, str, bytes, str]] = [
     ("controller bad kraft epoch", parse_controller, CONTROLLER,
      raw({"version": 2, "brokerid": 1, "kraftControllerEpoch": "7"}), "'kraftControllerEpoch'"),
     ("controller bad version", parse_controller, CONTROLLER, raw({"version": "1", "brokerid": 1}), "'version'"),
+    # JSON that json.loads takes and no field can hold (found by tests/fuzz/znodes.py): a lone
+    # surrogate, which the events topic's JSON cannot write; nesting past Python's recursion
+    # limit; an integer of more digits than int() reads
+    ("broker host lone surrogate", parse_broker, BROKER, _broker(host="\ud800"), "not JSON"),
+    ("controller deep nesting", parse_controller, CONTROLLER, b"[" * 100_000 + b"]" * 100_000, "not JSON"),
+    ("controller huge integer", parse_controller, CONTROLLER, b'{"brokerid":' + b"1" * 5000 + b"}", "not JSON"),
     ("epoch empty", parse_controller_epoch, EPOCH, b"", "empty data"),
     ("epoch json", parse_controller_epoch, EPOCH, b'{"epoch":1}', "controller epoch"),
     ("epoch negative", parse_controller_epoch, EPOCH, b"-1", "controller epoch"),

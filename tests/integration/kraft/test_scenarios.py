@@ -3,10 +3,13 @@ collector following the real metadata log, the stream app, /metrics; what the qu
 (DescribeQuorum, asked here as any client would) is the reference."""
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
 import sys
 import time
-from typing import Iterator
+from collections import Counter
 
 import pytest
 
@@ -15,23 +18,11 @@ from collectors.kraft.connection import ClientSecurity, Connection
 from kmon.events import EVENTS_TOPIC
 from stack.local import LocalStack
 from stack.process import free_port
-from tests.conftest import monitored_stack
-from tests.support import create_topic, events_on, eventually, value
+from tests.integration.kraft.conftest import CLUSTER
+from tests.support import (RuleEvaluations, assert_history_agrees, create_topic, ever_fired, events_on, eventually,
+                           firing, never, preferred_election, quorum, reassign, value)
 
 pytestmark = pytest.mark.integration
-CLUSTER = "kraft-scenarios"
-
-
-@pytest.fixture(scope="module")
-def mon(tmp_path_factory: pytest.TempPathFactory, toolchain) -> Iterator[LocalStack]:
-    with monitored_stack(tmp_path_factory.mktemp("kraft"), toolchain, CLUSTER, brokers=3, kraft=True) as stack:
-        yield stack
-
-
-@pytest.fixture(autouse=True)
-def all_running(mon: LocalStack) -> Iterator[None]:
-    yield
-    mon.restart_stopped()
 
 
 def v(stack: LocalStack, name: str, **labels: str) -> float | None:
@@ -46,22 +37,6 @@ def total(stack: LocalStack, name: str, **labels: str) -> float:
     return sum(val for (metric, labelset), val in metrics(stack.state.stream_port).items()
                if metric == name and ("cluster", CLUSTER) in labelset
                and all((k, x) in labelset for k, x in labels.items()))
-
-
-def quorum(stack: LocalStack) -> wire.QuorumInfo:
-    """The quorum as its leader describes it (any controller answers who leads)."""
-    assert stack.state
-    for address in stack.state.controllers.split(","):
-        host, _, port = address.rpartition(":")
-        try:
-            with Connection(host, int(port), ClientSecurity(), 5, "test") as conn:
-                info = wire.parse_describe_quorum(conn.call(wire.API_DESCRIBE_QUORUM, wire.DESCRIBE_QUORUM_VERSION,
-                                                            wire.describe_quorum_request()))
-        except OSError:
-            continue
-        if not info.error:
-            return info
-    raise AssertionError("no controller describes the quorum")
 
 
 def agrees(stack: LocalStack) -> bool:
@@ -151,20 +126,12 @@ def test_k5_a_controlled_shutdown_is_told_then_the_broker_is_fenced(mon: LocalSt
 
 
 def test_k5b_a_leader_killed_moves_leaders_and_a_preferred_election_restores_them(mon: LocalStack) -> None:
-    from confluent_kafka import ElectionType
-    from confluent_kafka.admin import AdminClient
     topic = "k5b-balance"
     create_topic(mon, topic, partitions=6, rf=3)
     eventually(lambda: v(mon, "kmon_partitions", topic=topic) == 6, 60, "topic exported")
-    assert mon.state
-    admin = AdminClient({"bootstrap.servers": mon.state.bootstrap_servers})
 
     def balanced_by_election() -> bool:
-        try:
-            admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=60)
-        except Exception as e:  # partitions already led by their preferred replica are reported as errors
-            if "ELECTION_NOT_NEEDED" not in str(e):
-                raise
+        preferred_election(mon)
         return v(mon, "kmon_preferred_replica_imbalance") == 0
 
     eventually(balanced_by_election, 120, "balanced at start", interval=3)
@@ -186,12 +153,20 @@ def test_k5b_a_leader_killed_moves_leaders_and_a_preferred_election_restores_the
 def test_k5c_a_hung_broker_is_fenced_after_its_session_and_unfenced_when_it_resumes(mon: LocalStack) -> None:
     eventually(lambda: v(mon, "kmon_brokers") == 3, 120, "all brokers back")
     victim = next(n for n in (1, 2, 3) if n != quorum(mon).leader_id)
+    assert mon.state
+    probed = lambda: value(mon.state.collector_ports["kraft"], "kmon_collector_broker_reachable", CLUSTER,  # noqa: E731
+                           broker=str(victim))
+    eventually(lambda: probed() == 1, 30, "the broker answers kmon's probe")
     mon.send_signal(node_of(mon, victim), signal.SIGSTOP)
     try:
+        # hung: its kernel still accepts connections, nothing answers them; kmon says so before the fencing
+        eventually(lambda: probed() == 0, 10, "the hung broker unreachable from kmon")
+        assert v(mon, "kmon_broker_fenced", broker=str(victim)) == 0, "not fenced yet"
         eventually(lambda: v(mon, "kmon_broker_fenced", broker=str(victim)) == 1, 60, "fenced past its session")
     finally:
         mon.send_signal(node_of(mon, victim), signal.SIGCONT)
     eventually(lambda: v(mon, "kmon_broker_fenced", broker=str(victim)) == 0, 60, "unfenced when it resumes")
+    eventually(lambda: probed() == 1, 30, "answering kmon again")
 
 
 def test_k5d_the_stream_app_killed_comes_back_with_no_counter_lower(mon: LocalStack) -> None:
@@ -218,16 +193,9 @@ def test_k5e_repeated_controller_kills_fire_controller_flapping(mon: LocalStack)
         mon.kill(node_of(mon, leader))
         eventually(lambda: v(mon, "kmon_controller_id") not in (None, -1, leader), 30, "a new leader exported")
         mon.start(node_of(mon, leader))
-    assert mon.state
-    eventually(lambda: "ControllerFlapping" in {a["labels"]["alertname"] for a in _alerts(mon) if a["state"] == "firing"},
-               120, "ControllerFlapping firing")
+    eventually(lambda: "ControllerFlapping" in firing(mon), 120, "ControllerFlapping firing")
 
 
-def _alerts(stack: LocalStack) -> list[dict]:
-    import json
-    import urllib.request
-    with urllib.request.urlopen(f"{stack.state.url('prometheus')}/api/v1/alerts", timeout=10) as r:  # type: ignore[union-attr]
-        return json.load(r)["data"]["alerts"]
 
 def log_start(stack: LocalStack) -> int:
     """Where the leader's metadata log starts now (its newest snapshot's end when it was cleaned)."""
@@ -278,3 +246,65 @@ def test_k7_sampled_mode_polls_the_brokers_where_the_controllers_cannot_be_reach
         eventually(lambda: (sv("kmon_under_replicated_partitions", topic="k7-sampled") or 0) > 0, 60, "URP sampled")
     finally:
         mon.remove("collector-sampled")
+
+
+def replicas_of(stack: LocalStack, topic: str, partition: int = 0) -> list[int]:
+    from confluent_kafka.admin import AdminClient
+    assert stack.state
+    md = AdminClient({"bootstrap.servers": stack.state.bootstrap_servers}).list_topics(topic, timeout=10)
+    return list(md.topics[topic].partitions[partition].replicas)
+
+
+def test_k8_a_reassignment_is_counted_while_it_runs_without_a_false_urp_alert(mon: LocalStack) -> None:
+    """The new replica's broker is down, so the move stays in progress (adding/removing replicas in
+    the metadata log) until it returns; Kafka's rule leaves the adding replica out of URP."""
+    topic = "k8-move"
+    create_topic(mon, topic, partitions=1, rf=2)
+    eventually(lambda: v(mon, "kmon_partitions", topic=topic) == 1
+               and v(mon, "kmon_under_replicated_partitions", topic=topic) == 0, 60, "topic exported")
+    before = replicas_of(mon, topic)
+    [spare] = {1, 2, 3} - set(before)
+    target = [before[0], spare]
+    mon.kill(node_of(mon, spare))
+    eventually(lambda: v(mon, "kmon_broker_fenced", broker=str(spare)) == 1, 60, "the spare broker fenced")
+    reassign(mon, topic, 0, target)
+    eventually(lambda: v(mon, "kmon_reassigning_partitions") == 1, 60, "the reassigning partition exported")
+    assert v(mon, "kmon_under_replicated_partitions", topic=topic) == 0
+    mon.start(node_of(mon, spare))
+    eventually(lambda: replicas_of(mon, topic) == target, 120, "the move done")
+    eventually(lambda: v(mon, "kmon_reassigning_partitions") == 0, 60, "the move over in the views")
+    assert v(mon, "kmon_under_replicated_partitions", topic=topic) == 0
+    evaluations = RuleEvaluations(mon)
+    never(lambda: ever_fired(mon, "UnderReplicatedPartitions", "10m", topic=topic),
+          lambda: evaluations.at_least(3), 90, "UnderReplicatedPartitions fired during the reassignment")
+
+
+def test_k9_kmon_history_tells_every_scenario_once_in_order_as_the_counters_count(mon: LocalStack) -> None:
+    """`kmon history`, as a user runs it, over what the scenarios above did to the KRaft cluster."""
+    from cli.monitor import checkpoint_dir
+    from streaming.paths import history_dir
+    assert_history_agrees(mon, CLUSTER)
+    told = subprocess.run([sys.executable, "-m", "cli", "history", "--dir", str(history_dir(checkpoint_dir(mon.dir))),
+                           "--cluster", CLUSTER, "--json"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert told.returncode == 0, told.stderr[-2000:]
+    rows = [json.loads(line) for line in told.stdout.splitlines()]
+    keys = [(r["time_ms"], r["position"] if r["position"] is not None else -1, r["entity"], r["kind"]) for r in rows]
+    assert keys == sorted(keys), "not in order"
+    assert [r for r, n in Counter(json.dumps(r, sort_keys=True) for r in rows).items() if n > 1] == [], "told twice"
+    kinds = Counter(r["kind"] for r in rows)
+    assert {"isr_shrink", "isr_expand", "leader_election", "controller_change", "broker_fenced", "broker_unfenced",
+            "broker_controlled_shutdown", "topic_created", "reassignment_started", "reassignment_finished"} <= set(kinds), \
+        kinds
+    # each controller change starts where the previous one ended, at a later raft epoch
+    controller = [r for r in rows if r["kind"] == "controller_change"]
+    assert [r["old"] for r in controller[1:]] == [r["new"] for r in controller[:-1]]
+    assert [r["epoch"] for r in controller] == sorted(r["epoch"] for r in controller)
+    # k2: the killed broker left each partition's ISR, then joined it again
+    k2 = [r for r in rows if r["topic"] == "k2-orders" and r["kind"] in ("isr_shrink", "isr_expand")]
+    for p in range(3):
+        assert [r["kind"] for r in k2 if r["partition"] == p][:2] == ["isr_shrink", "isr_expand"]
+    # k8: one move, begun before it finished, to its target
+    moves = [r for r in rows if r["topic"] == "k8-move" and r["kind"].startswith("reassignment")]
+    assert [r["kind"] for r in moves] == ["reassignment_started", "reassignment_finished"]
+    assert set(moves[0]["new"].split(",")) == set(moves[1]["new"].split(","))

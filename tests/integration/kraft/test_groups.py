@@ -1,0 +1,254 @@
+"""Kafka 4's group protocols on the real KRaft cluster, end to end: consumers of the consumer
+rebalance protocol (KIP-848) joining, leaving, fenced and held mid-reconcile, a share group (KIP-932,
+Kafka's console share consumer) and a Kafka Streams application (KIP-1071, Kafka's WordCountDemo).
+The reference is what the group coordinator wrote: its __consumer_offsets records, read here and
+decoded with kmon's decoder, and DescribeGroups as Kafka's tools ask it."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from collectors.groups.offsets_codec import ConsumerGroupMetadata, MalformedRecord, decode_record
+from stack.local import LocalStack
+from tests.integration.kraft.conftest import CLUSTER
+from tests.support import create_topic, eventually, history_rows, value
+
+pytestmark = pytest.mark.integration
+
+
+def v(stack: LocalStack, name: str, group: str, **labels: str) -> float | None:
+    assert stack.state
+    return value(stack.state.stream_port, name, CLUSTER, group=group, **labels)
+
+
+class Member(threading.Thread):
+    """A consumer of the consumer rebalance protocol that polls until it leaves; asked to give up
+    partitions, it holds them ``hold_s`` seconds first (a slow revocation: its group reconciles)."""
+
+    def __init__(self, stack: LocalStack, group: str, topic: str, name: str, hold_s: float = 0.0) -> None:
+        super().__init__(daemon=True, name=name)
+        assert stack.state
+        self.hold_s = hold_s
+        self.released = threading.Event()
+        self._leaving = threading.Event()
+        self._consumer = Consumer({"bootstrap.servers": stack.state.bootstrap_servers, "group.id": group,
+                                   "group.protocol": "consumer", "client.id": name, "auto.offset.reset": "earliest"})
+        self._consumer.subscribe([topic], on_revoke=self._revoked)
+        self.start()
+
+    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if partitions and self.hold_s:
+            self._leaving.wait(self.hold_s)
+            self.released.set()
+
+    def run(self) -> None:
+        while not self._leaving.is_set():
+            self._consumer.poll(0.2)
+        self._consumer.close()   # leaves the group
+
+    def leave(self) -> None:
+        self._leaving.set()
+        self.join(30)
+
+
+@pytest.fixture
+def member(mon: LocalStack) -> Iterator[Callable[..., Member]]:
+    """Makes members of the consumer protocol; each leaves after the test, whatever happened."""
+    made: list[Member] = []
+
+    def make(group: str, topic: str, name: str, hold_s: float = 0.0) -> Member:
+        made.append(Member(mon, group, topic, name, hold_s))
+        return made[-1]
+    yield make
+    for m in made:
+        m.leave()
+
+
+def group_epochs(stack: LocalStack, group: str) -> list[int]:
+    """The group epochs the coordinator wrote for ``group`` (ConsumerGroupMetadata records), in order."""
+    assert stack.state
+    reader = Consumer({"bootstrap.servers": stack.state.bootstrap_servers, "group.id": "kmon-test-records",
+                       "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        partitions = reader.list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"].partitions
+        reader.assign([TopicPartition("__consumer_offsets", p, OFFSET_BEGINNING) for p in partitions])
+        epochs, ended = [], set()
+        while len(ended) < len(partitions):
+            for message in reader.consume(500, timeout=5):
+                if message.error():
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        ended.add(message.partition())
+                    continue
+                try:
+                    record = decode_record(message.key(), message.value())
+                except MalformedRecord:
+                    continue
+                if isinstance(record, ConsumerGroupMetadata) and record.group == group:
+                    epochs.append(record.epoch)
+        return epochs
+    finally:
+        reader.close()
+
+
+def rebalance_rows(stack: LocalStack, group: str) -> list:
+    return [t for t in history_rows(stack, CLUSTER) if t.group == group and t.kind == "rebalance"]
+
+
+def java(stack: LocalStack, name: str, main: str, *args: str) -> subprocess.Popen:
+    """One of Kafka's Java programs on the cluster's jars, logging to the stack's logs."""
+    log = (stack.dir / "logs" / f"{name}.log").open("w")
+    return subprocess.Popen([stack.tools.java, "-Xmx256m", f"-Dlog4j2.configurationFile={stack.dir / 'log4j2.properties'}",
+                             "-cp", stack.tools.kafka4_classpath, main, *args], stdout=log, stderr=subprocess.STDOUT)
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen]]:
+    """Processes a test starts, killed after it whatever happened."""
+    started: list[subprocess.Popen] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+            p.wait(30)
+
+
+def test_g1_consumer_protocol_epoch_steps_are_counted_as_the_coordinator_wrote_them(
+        mon: LocalStack, member: Callable[..., Member]) -> None:
+    group, topic = "g1-consumers", "g1-orders"
+    create_topic(mon, topic, partitions=4, rf=3)
+    a = member(group, topic, "g1-a")
+    eventually(lambda: v(mon, "kmon_consumer_group_members", group, type="consumer") == 1
+               and v(mon, "kmon_consumer_group_state", group, type="consumer", state="Stable") == 1, 90,
+               "a consumer-protocol group exported")
+    b = member(group, topic, "g1-b")
+    eventually(lambda: v(mon, "kmon_consumer_group_members", group, type="consumer") == 2
+               and v(mon, "kmon_consumer_group_state", group, type="consumer", state="Stable") == 1, 60, "b joined")
+    # neither names a server-side assignor: the coordinator's default one
+    assert v(mon, "kmon_consumer_group_info", group, type="consumer", assignor="default") == 1
+    a.leave()
+    eventually(lambda: v(mon, "kmon_consumer_group_members", group, type="consumer") == 1
+               and v(mon, "kmon_consumer_group_state", group, type="consumer", state="Stable") == 1, 60, "a left")
+    b.leave()
+    eventually(lambda: v(mon, "kmon_consumer_group_state", group, type="consumer", state="Empty") == 1, 60, "empty")
+    epochs = group_epochs(mon, group)
+    assert epochs == sorted(set(epochs)) and len(epochs) >= 4, epochs   # a, b, a leaving, b leaving
+    assert v(mon, "kmon_consumer_group_generation", group, type="consumer") == epochs[-1]
+    assert v(mon, "kmon_consumer_group_rebalances_total", group, type="consumer") == epochs[-1] - epochs[0]
+    eventually(lambda: [t.generation for t in rebalance_rows(mon, group)] == list(range(epochs[0] + 1, epochs[-1] + 1)),
+               30, "one history row per epoch step")
+
+
+def test_g2_a_member_holding_its_partitions_keeps_the_group_reconciling(
+        mon: LocalStack, member: Callable[..., Member]) -> None:
+    group, topic = "g2-slow", "g2-orders"
+    create_topic(mon, topic, partitions=4, rf=3)
+    slow = member(group, topic, "g2-slow-member", hold_s=20)
+    eventually(lambda: v(mon, "kmon_consumer_group_state", group, type="consumer", state="Stable") == 1, 90,
+               "the group stable with one member")
+    member(group, topic, "g2-joining")
+    eventually(lambda: v(mon, "kmon_consumer_group_state", group, type="consumer", state="Reconciling") == 1
+               and (v(mon, "kmon_consumer_group_reconciling_members", group, type="consumer") or 0) >= 1, 30,
+               "Reconciling while the slow member holds the partitions it has to give up")
+    assert not slow.released.is_set()
+    eventually(lambda: v(mon, "kmon_consumer_group_state", group, type="consumer", state="Stable") == 1
+               and v(mon, "kmon_consumer_group_reconciling_members", group, type="consumer") == 0, 90,
+               "Stable again once the slow member let go")
+    # the history names who was still reconciling when the group went Reconciling
+    [reconciling] = [t for t in history_rows(mon, CLUSTER) if t.group == group and t.kind == "group_state_change"
+                     and t.new == "Reconciling"]
+    assert "client g2-slow-member" in (reconciling.detail or ""), reconciling
+
+
+MEMBER = """
+import sys
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "group.protocol": "consumer",
+              "client.id": "hung"})
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(0.2)
+"""
+
+
+def test_g3_a_hung_member_is_fenced_after_its_session(mon: LocalStack, member: Callable[..., Member],
+                                                     processes: list[subprocess.Popen]) -> None:
+    group, topic = "g3-fenced", "g3-orders"
+    create_topic(mon, topic, partitions=2, rf=3)
+    assert mon.state
+    member(group, topic, "g3-steady")
+    hung = subprocess.Popen([sys.executable, "-c", MEMBER, mon.state.bootstrap_servers, group, topic])
+    processes.append(hung)
+    eventually(lambda: v(mon, "kmon_consumer_group_members", group, type="consumer") == 2, 90, "two members")
+    before = v(mon, "kmon_consumer_group_generation", group, type="consumer") or 0
+    hung.send_signal(signal.SIGSTOP)   # no more heartbeats: fenced after the session (6 s here)
+    eventually(lambda: v(mon, "kmon_consumer_group_members", group, type="consumer") == 1, 60, "fenced")
+    assert (v(mon, "kmon_consumer_group_generation", group, type="consumer") or 0) > before
+
+
+def test_g4_a_share_group_is_a_group_of_its_own_type(mon: LocalStack, processes: list[subprocess.Popen]) -> None:
+    group, topic = "g4-share", "g4-jobs"
+    create_topic(mon, topic, partitions=2, rf=3)
+    assert mon.state
+    producer = Producer({"bootstrap.servers": mon.state.bootstrap_servers})
+
+    def produce(n: int) -> None:
+        for i in range(n):
+            producer.produce(topic, value=f"job {i}".encode(), partition=i % 2)
+        producer.flush(30)
+    consumer = java(mon, "g4-share-consumer", "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+                    "--bootstrap-server", mon.state.bootstrap_servers, "--topic", topic, "--group", group)
+    processes.append(consumer)
+    eventually(lambda: v(mon, "kmon_consumer_group_members", group, type="share") == 1
+               and v(mon, "kmon_consumer_group_state", group, type="share", state="Stable") == 1, 90,
+               "the share group exported with its member")
+    assert v(mon, "kmon_consumer_group_state", group, type="consumer", state="Stable") is None
+    # its lag is how far delivery is behind: the share-partitions' start offsets against the end offsets
+    # (a share group starts at the end: the jobs come after it)
+    produce(100)
+    eventually(lambda: v(mon, "kmon_consumer_group_lag", group, type="share", topic=topic) == 0, 90,
+               "every job delivered")
+    consumer.send_signal(signal.SIGTERM)
+    consumer.wait(30)
+    eventually(lambda: v(mon, "kmon_consumer_group_state", group, type="share", state="Empty") == 1, 60,
+               "empty once its member left")
+    # what it had taken but not acknowledged when it stopped goes back to be delivered again
+    lag = lambda: v(mon, "kmon_consumer_group_lag", group, type="share", topic=topic)  # noqa: E731
+
+    def settled() -> tuple[float] | None:   # the same over two lag intervals (2 s here)
+        before = lag()
+        time.sleep(5)
+        return (before,) if before is not None and lag() == before else None
+    [left] = eventually(settled, 60, "the lag settled after the member left")
+    produce(50)
+    eventually(lambda: lag() == left + 50, 90, "50 more jobs nobody took")
+
+
+def test_g5_a_kafka_streams_application_is_a_streams_group(mon: LocalStack, processes: list[subprocess.Popen],
+                                                           tmp_path: Path) -> None:
+    group = "g5-wordcount"
+    for topic in ("streams-plaintext-input", "streams-wordcount-output"):
+        create_topic(mon, topic, partitions=2, rf=3)
+    assert mon.state
+    config = tmp_path / "wordcount.properties"
+    config.write_text(f"bootstrap.servers={mon.state.bootstrap_servers}\napplication.id={group}\n"
+                      f"group.protocol=streams\nstate.dir={tmp_path / 'state'}\n")
+    app = java(mon, "g5-wordcount", "org.apache.kafka.streams.examples.wordcount.WordCountDemo", str(config))
+    processes.append(app)
+    eventually(lambda: v(mon, "kmon_consumer_group_members", group, type="streams") == 1
+               and v(mon, "kmon_consumer_group_state", group, type="streams", state="Stable") == 1, 120,
+               "the streams application exported as a streams group")
+    assert (v(mon, "kmon_consumer_group_generation", group, type="streams") or 0) >= 1
+    started = time.monotonic()
+    app.send_signal(signal.SIGTERM)
+    app.wait(60)
+    eventually(lambda: v(mon, "kmon_consumer_group_state", group, type="streams", state="Empty") == 1,
+               60 + time.monotonic() - started, "empty once the application stopped")
