@@ -95,20 +95,28 @@ class OffsetsReader:
     def _assign(self, consumer: Consumer, stop: threading.Event) -> bool:
         """Assign every partition of the topic, once it exists (it is created with the
         first group); False if stopped first."""
+        absent = False   # seen not to exist: created while kmon watched
         while not stop.is_set():
             try:
                 topic = consumer.list_topics(OFFSETS_TOPIC, timeout=self._config.request_timeout_s) \
                     .topics.get(OFFSETS_TOPIC)
             except Exception as e:
                 log.warning("metadata of %s: %s", OFFSETS_TOPIC, e)
-                topic = None
+                stop.wait(self._config.poll_interval_s)
+                continue
             if topic is not None and topic.error is None and topic.partitions:
                 start = OFFSET_BEGINNING if self._config.offsets_start == "beginning" else OFFSET_END
                 self._partitions = len(topic.partitions)
                 consumer.assign([TopicPartition(OFFSETS_TOPIC, p, start) for p in topic.partitions])
+                if absent:
+                    # nothing in it is history the stream may hold, so every write is emitted (its
+                    # first groups' first epochs too)
+                    self._at_end.update(topic.partitions)
                 log.info("reading %d partitions of %s from the %s", self._partitions, OFFSETS_TOPIC,
                          self._config.offsets_start)
                 return True
+            absent = absent or topic is None or (topic.error is not None and
+                                                 topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
             stop.wait(self._config.poll_interval_s)
         return False
 
