@@ -5,7 +5,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from bench.measure import descendants, rss_mb
+from bench.support.measure import descendants, rss_mb
 from stack.local import LocalStack
 
 KMON_PARTS = ("collector-", "stream")   # the stack's kmon processes (the stream app with its Spark JVM)
