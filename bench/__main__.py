@@ -104,7 +104,8 @@ def main() -> int:
     elif args.what == "soak":
         verdict = soak.run(soak.SoakRequest(args.minutes, args.kraft, args.seed, args.workdir), log)
         for name, rows in verdict.tables().items():
-            print(f"\n{name}\n\n{_table(rows)}")
+            if rows:
+                print(f"\n{name}\n\n{_table(rows)}")
         for problem in verdict.problems():
             log(f"PROBLEM: {problem}")
         return 0 if verdict.ok else 1

@@ -25,8 +25,8 @@ from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from bench.harness import check_alive, kmon_argv, local_stack, process
-from bench.measure import metric_sum, percentile, wait
+from bench.support.harness import check_alive, kmon_argv, local_stack, process
+from bench.support.measure import metric_sum, percentile, wait
 from cli.monitor import MonitorOptions
 from stack import configs
 from stack.local import LocalStack

@@ -24,8 +24,8 @@ from typing import Callable
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.harness import TopicReader, check_alive, kmon_argv, local_stack, process
-from bench.measure import cpu_seconds, metric_count, metric_sum, rss_mb, tree_cpu_seconds, tree_rss_mb, wait
+from bench.support.harness import TopicReader, check_alive, kmon_argv, local_stack, process
+from bench.support.measure import cpu_seconds, metric_count, metric_sum, rss_mb, tree_cpu_seconds, tree_rss_mb, wait
 from kmon.events import entity_key
 from kmon.toolchain import Toolchain
 from stack.process import free_port

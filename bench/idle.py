@@ -11,8 +11,8 @@ from typing import Callable
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.harness import check_alive, kmon_argv, local_stack, process
-from bench.measure import cpu_seconds, descendants, wait
+from bench.support.harness import check_alive, kmon_argv, local_stack, process
+from bench.support.measure import cpu_seconds, descendants, wait
 from kmon.events import EVENTS_TOPIC
 from stack.process import free_port
 

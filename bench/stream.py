@@ -14,8 +14,8 @@ from typing import Callable, Iterable, Iterator
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.harness import TopicReader, local_stack
-from bench.measure import command, descendants, percentile, rss_mb, wait
+from bench.support.harness import TopicReader, local_stack
+from bench.support.measure import command, descendants, percentile, rss_mb, wait
 from bench.synthetic import Shape, Zxids, broker_failure, healthy
 from kmon.codec import decode, encode
 from kmon.events import Event, PartitionState, ZnodeMeta, entity_key

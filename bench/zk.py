@@ -19,8 +19,8 @@ from typing import Callable, Iterable
 
 from kazoo.client import KazooClient
 
-from bench.harness import TopicReader, kmon_argv, local_stack, process
-from bench.measure import metric_sum, percentile, rss_mb, wait
+from bench.support.harness import TopicReader, kmon_argv, local_stack, process
+from bench.support.measure import metric_sum, percentile, rss_mb, wait
 from bench.synthetic import Shape
 from collectors.zk.collector import READ_CHUNK
 from collectors.zk.znodes import ZkPaths

@@ -23,7 +23,7 @@ from typing import Callable
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from bench.measure import metric_sum, wait
+from bench.support.measure import metric_sum, wait
 from bench.peers import cost, faults, report
 from bench.peers.parts import KAFKA_CLUSTER, burrow, get_json, jmx_agent_option, peer_tools, prometheus
 from bench.peers.watch import Recorder

@@ -18,7 +18,7 @@ from typing import Callable
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
-from bench.measure import tree_cpu_seconds, tree_rss_mb
+from bench.support.measure import tree_cpu_seconds, tree_rss_mb
 from bench.peers.faults import Ctx, wait
 from bench.peers.parts import JMX_JOB, get_json
 from bench.peers.watch import BURROW, JMX, KMON

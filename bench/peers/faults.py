@@ -22,7 +22,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
                                    ResourceType)
 from kazoo.exceptions import KazooException, NoNodeError
 
-from bench.measure import wait as _measure_wait
+from bench.support.measure import wait as _measure_wait
 from bench.peers.watch import HEALTHY, KMON, Recorder
 from stack.local import LocalStack
 

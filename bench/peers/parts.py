@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 
 import yaml
 
-from bench.harness import process
+from bench.support.harness import process
 from stack import configs
 from stack.local import LocalStack
 from stack.process import Spawned, free_port, wait_until

@@ -4,6 +4,7 @@ that a failing run can be played again. Each fault does its harm and undoes it b
 the cluster always comes back; what it did is returned for the report."""
 from __future__ import annotations
 
+import functools
 import json
 import random
 import signal
@@ -36,7 +37,9 @@ class Chaos:
         assert self.stack.state
         return self.stack.state.kraft
 
+    @functools.cached_property
     def admin(self) -> AdminClient:
+        """One client for the whole soak: a client dropped before its call's future resolved fails it (_DESTROY)."""
         assert self.stack.state
         return AdminClient({"bootstrap.servers": self.stack.state.bootstrap_servers, "log_level": 0})
 
@@ -95,7 +98,7 @@ class Chaos:
     def topic_create(self) -> str:
         self._serial += 1
         name = f"soak-t{self._serial}"
-        self.admin().create_topics([NewTopic(name, 3, 3)])[name].result(60)
+        self.admin.create_topics([NewTopic(name, 3, 3)])[name].result(60)
         self.topics.append(name)
         return f"topic {name} created"
 
@@ -103,13 +106,13 @@ class Chaos:
         if not self.topics:
             return self.topic_create()
         name = self.topics.pop(self.rng.randrange(len(self.topics)))
-        self.admin().delete_topics([name])[name].result(60)
+        self.admin.delete_topics([name])[name].result(60)
         return f"topic {name} deleted"
 
     def reassignment(self) -> str:
         topic = self.rng.choice([*LOAD_TOPICS, *self.topics])
         brokers = self.brokers()
-        partitions = self.admin().list_topics(topic, timeout=30).topics[topic].partitions
+        partitions = self.admin.list_topics(topic, timeout=30).topics[topic].partitions
         p = self.rng.choice(sorted(partitions))
         target = self.rng.sample(brokers, k=len(partitions[p].replicas))
         if self.kraft:

@@ -5,7 +5,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from bench.measure import descendants, rss_mb
+from bench.support.measure import descendants, rss_mb
 from stack.local import LocalStack
 
 KMON_PARTS = ("collector-", "stream")   # the stack's kmon processes (the stream app with its Spark JVM)
@@ -32,7 +32,7 @@ class MemorySampler:
             for name, c in list(self.stack.state.components.items()):
                 if name.startswith(KMON_PARTS) and c.alive():
                     try:
-                        mb = sum(rss_mb(pid) for pid in (c.pid, *descendants(c.pid)))
+                        mb = rss_mb(c.pid) + sum(map(_rss_or_zero, descendants(c.pid)))
                     except (OSError, ValueError):   # it died between the check and the read
                         continue
                     self.samples.setdefault((name, c.pid), []).append((now, mb))
@@ -44,6 +44,14 @@ class MemorySampler:
             if len(samples) > len(out.get(name, ())):
                 out[name] = samples
         return out
+
+
+def _rss_or_zero(pid: int) -> float:
+    """A child's memory, 0 if it ended meanwhile (Spark's Python workers come and go by the batch)."""
+    try:
+        return rss_mb(pid)
+    except (OSError, ValueError):
+        return 0.0
 
 
 def growth_per_hour(samples: list[tuple[float, float]], warm_up_s: float) -> tuple[float, float, float] | None:

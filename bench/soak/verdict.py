@@ -109,8 +109,10 @@ def judge(stack: LocalStack, cluster: str, minutes: float, boundary: int, chaos:
         verdict.versions_skipped = _versions_skipped(stack, events)
     verdict.counters = history_disagreements(stack, cluster)
     verdict.views = _views(stack, cluster)
+    # a short run's table still shows each part's memory, from a third of the way in (not judged)
+    warm_up = WARM_UP_S if verdict.memory_checked else minutes * 60 / 3
     verdict.memory = {part: g for part, samples in memory.longest_lived().items()
-                      if (g := growth_per_hour(samples, WARM_UP_S)) is not None}
+                      if (g := growth_per_hour(samples, warm_up)) is not None}
     verdict.tracebacks = _tracebacks(stack)
     return verdict
 

@@ -29,17 +29,20 @@ END_OFFSETS_BATCH = 1000
 
 
 def present_groups(listed: Iterable[str], described: Mapping[str, GroupState],
-                   failed: Mapping[str, BaseException]) -> set[str]:
+                   failed: Mapping[str, BaseException], folded: Iterable[str] = ()) -> set[str]:
     """Pure: the groups that exist after a complete listing (``listed``) and a describe of the
     listed ones and of those the listing lacks. A group is gone when its coordinator describes
     it Dead or does not know it (GROUP_ID_NOT_FOUND). A group moving to another coordinator
     (a broker died) is in no listing for a moment: the old coordinator unloaded it, the new
     one has not loaded it yet, and its describe fails with NOT_COORDINATOR or
-    COORDINATOR_LOAD_IN_PROGRESS. Deleting it then reset its counters when it came back."""
+    COORDINATOR_LOAD_IN_PROGRESS. Deleting it then reset its counters when it came back.
+    ``folded``: the groups of Kafka 4's protocols the __consumer_offsets reader holds, which it
+    alone deletes (the poller may have emitted one before the reader had folded it: gone from
+    what it describes then, it was deleted and its counters reset)."""
     alive = {g for g, s in described.items() if s.state != "Dead"}
     listed = set(listed)
     unsure = {g for g, error in failed.items() if g in listed or not _not_found(error)}
-    return alive | unsure
+    return alive | unsure | set(folded)
 
 
 def refused(failures: Mapping[Partition, BaseException]) -> list[Partition]:
@@ -135,7 +138,7 @@ class AdminPoller:
         for group in sorted(alive):
             self._emit(described[group], started, lag_due or group in judged)
         if complete:
-            self._delete_vanished(present_groups(groups, described, failed))
+            self._delete_vanished(present_groups(groups, described, failed, modern))
         self._poll_duration.set(time.monotonic() - started)
 
     def _judged(self, groups: set[str]) -> set[str]:

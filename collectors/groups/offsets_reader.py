@@ -36,7 +36,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, 
 from collectors.client_logs import LibrdkafkaLog
 from collectors.groups.book import GroupBook, ModernStates
 from collectors.groups.config import GroupsConfig
-from collectors.groups.modern_groups import GroupFold, ModernGroup, apply, group_of, view
+from collectors.groups.modern_groups import GroupFold, GroupMetadataRecord, ModernGroup, apply, group_of, view
 from collectors.groups.offsets_codec import (GroupMetadata, MalformedRecord, OffsetCommit, OffsetTombstone,
                                              UnknownRecord, decode_record)
 from collectors.groups.outputs import SOURCE, Emitter
@@ -62,6 +62,7 @@ class OffsetsReader:
         self._names = names
         self._folds: dict[str, GroupFold] = {}   # every group the records describe
         self._writing: dict[str, tuple[int, int]] = {}   # group -> (partition, timestamp) of its write being read
+        self._stepped: set[str] = set()   # groups whose write being read holds their metadata (epoch) record
         self._unknown: set[tuple[str, int, int | None]] = set()   # topic, record type and version said once
         self._shares: dict[SharePartition, ShareProgress] = {}
         self._unbooked: set[SharePartition] = set()   # changed since the book last had them
@@ -95,20 +96,28 @@ class OffsetsReader:
     def _assign(self, consumer: Consumer, stop: threading.Event) -> bool:
         """Assign every partition of the topic, once it exists (it is created with the
         first group); False if stopped first."""
+        absent = False   # seen not to exist: created while kmon watched
         while not stop.is_set():
             try:
                 topic = consumer.list_topics(OFFSETS_TOPIC, timeout=self._config.request_timeout_s) \
                     .topics.get(OFFSETS_TOPIC)
             except Exception as e:
                 log.warning("metadata of %s: %s", OFFSETS_TOPIC, e)
-                topic = None
+                stop.wait(self._config.poll_interval_s)
+                continue
             if topic is not None and topic.error is None and topic.partitions:
                 start = OFFSET_BEGINNING if self._config.offsets_start == "beginning" else OFFSET_END
                 self._partitions = len(topic.partitions)
                 consumer.assign([TopicPartition(OFFSETS_TOPIC, p, start) for p in topic.partitions])
+                if absent:
+                    # nothing in it is history the stream may hold, so every write is emitted (its
+                    # first groups' first epochs too)
+                    self._at_end.update(topic.partitions)
                 log.info("reading %d partitions of %s from the %s", self._partitions, OFFSETS_TOPIC,
                          self._config.offsets_start)
                 return True
+            absent = absent or topic is None or (topic.error is not None and
+                                                 topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
             stop.wait(self._config.poll_interval_s)
         return False
 
@@ -181,11 +190,15 @@ class OffsetsReader:
 
     def _fold(self, message: Message, group: str, record: object) -> None:
         """One record of ``group``'s write: the group's previous write is complete when this one
-        has another timestamp."""
+        has another timestamp, or holds a second metadata record (two writes in one millisecond:
+        a write steps a group's epoch or generation once at most)."""
         write = (message.partition(), message.timestamp()[1])
-        if self._writing.get(group, write) != write:
+        stepping = isinstance(record, (GroupMetadata, GroupMetadataRecord))
+        if self._writing.get(group, write) != write or (stepping and group in self._stepped):
             self._written(group)
         self._writing[group] = write
+        if stepping:
+            self._stepped.add(group)
         fold = apply(self._folds.get(group), record)   # type: ignore[arg-type]
         if fold is None:
             self._folds.pop(group, None)
@@ -202,6 +215,7 @@ class OffsetsReader:
 
     def _written(self, group: str) -> None:
         partition, _ = self._writing.pop(group)
+        self._stepped.discard(group)
         fold = self._folds.get(group)
         current = view(fold) if fold is not None else None
         if isinstance(current, ModernGroup):

@@ -41,17 +41,20 @@ def test_the_folders_are_all_there() -> None:
     assert all((ROOT / package / "__init__.py").is_file() for package in ALLOWED)
 
 
+WITH_BENCH_AND_TESTS = (*ALLOWED, "bench", "tests")
+
+
 def folder_edges() -> dict[str, set[str]]:
-    """Each folder of kmon's packages -> the other folders its modules import from."""
+    """Each folder of kmon's packages, its benches and its tests -> the other folders its modules import from."""
     edges: dict[str, set[str]] = {}
-    for package in ALLOWED:
+    for package in WITH_BENCH_AND_TESTS:
         for path in (ROOT / package).rglob("*.py"):
             here = str(path.parent.relative_to(ROOT))
             for node in ast.walk(ast.parse(path.read_text())):
                 names = [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else \
                     [a.name for a in node.names] if isinstance(node, ast.Import) else []
                 for name in names:
-                    if name.split(".")[0] not in ALLOWED:
+                    if name.split(".")[0] not in WITH_BENCH_AND_TESTS:
                         continue
                     target = ROOT.joinpath(*name.split("."))
                     folder = str((target if target.is_dir() else target.parent).relative_to(ROOT))

@@ -204,6 +204,13 @@ def test_g4_a_share_group_is_a_group_of_its_own_type(mon: LocalStack, processes:
         for i in range(n):
             producer.produce(topic, value=f"job {i}".encode(), partition=i % 2)
         producer.flush(30)
+    # from the earliest offset: a share-partition starts where it is when first fetched, which can
+    # be after jobs produced as soon as the group is Stable (before its partitions are assigned)
+    configs = java(mon, "g4-config", "kafka.admin.ConfigCommand", "--bootstrap-server", mon.state.bootstrap_servers,
+                   "--alter", "--entity-type", "groups", "--entity-name", group,
+                   "--add-config", "share.auto.offset.reset=earliest")
+    processes.append(configs)
+    assert configs.wait(60) == 0, (mon.dir / "logs" / "g4-config.log").read_text()
     consumer = java(mon, "g4-share-consumer", "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
                     "--bootstrap-server", mon.state.bootstrap_servers, "--topic", topic, "--group", group)
     processes.append(consumer)
@@ -212,7 +219,6 @@ def test_g4_a_share_group_is_a_group_of_its_own_type(mon: LocalStack, processes:
                "the share group exported with its member")
     assert v(mon, "kmon_consumer_group_state", group, type="consumer", state="Stable") is None
     # its lag is how far delivery is behind: the share-partitions' start offsets against the end offsets
-    # (a share group starts at the end: the jobs come after it)
     produce(100)
     eventually(lambda: v(mon, "kmon_consumer_group_lag", group, type="share", topic=topic) == 0, 90,
                "every job delivered")

@@ -1,0 +1,16 @@
+"""The chaos soak of bench/soak, a few minutes of it (ZooKeeper mode): seeded faults under load, then
+kmon's history, counters and views against the oracle (the cluster's own record). The hour-long runs
+of both modes are in bench/README.md."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench import soak
+
+
+def test_a_few_minutes_of_mixed_faults_lose_nothing_and_count_nothing_twice(tmp_path: Path, toolchain) -> None:
+    said: list[str] = []
+    verdict = soak.run(soak.SoakRequest(minutes=2.5, seed=7, workdir=tmp_path), said.append)
+    assert sum(verdict.faults.values()) >= 3, said
+    assert sum(verdict.matched.values()) > 0, verdict.tables()
+    assert verdict.ok, "\n".join(verdict.problems() + said)
