@@ -51,7 +51,7 @@ from kmon.reachability import kafka_probe
 from kmon.toolchain import Toolchain
 from stack import configs
 from stack.owner import Busy, OwnerLock
-from stack.process import cmdline, free_port, pid_alive, port_free, spawn, stop, stop_all, wait_until
+from stack.process import cmdline, free_port, pid_alive, port_free, reap, spawn, stop, stop_all, wait_until
 from stack.secure import KMON_PRINCIPALS, MTLS_LISTENER, SecureFiles
 
 log = logging.getLogger("kmon.stack")
@@ -521,6 +521,8 @@ class LocalStack:
 
     def _spawn(self, c: Component) -> None:
         assert self.state
+        if c.pid:
+            reap(c.pid)   # the part's last process, if ours and dead: how it ended was read by now
         c.pid = spawn(c.argv, Path(c.log), cwd=self.dir, die_with_parent=self.die_with_parent).pid
         self.state.save()
         log.info("started %s (pid %d) on 127.0.0.1:%d, log %s", c.name, c.pid, c.port, c.log)

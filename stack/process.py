@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import signal
@@ -14,7 +15,7 @@ from typing import Callable, TypeVar
 
 from kmon import signals
 
-
+log = logging.getLogger("kmon.stack")
 T = TypeVar("T")
 
 # Picked ports start here: below, system services; from the kernel's ephemeral range on, any
@@ -157,7 +158,18 @@ def spawn(argv: list[str], log: Path, cwd: Path, env: dict[str, str] | None = No
                              stdin=subprocess.DEVNULL, start_new_session=True,
                              env={**os.environ, **(env or {})},
                              preexec_fn=signals.die_with_parent if die_with_parent else None)
+    # kmon reaps its children itself (reap: the stack, when it starts a part again), after the
+    # keeper has read how they ended (exit_status): left to subprocess, a child that ended before
+    # its Popen was dropped, or before any later spawn, was reaped with its status unread ("exit
+    # status unknown" for a part that crashed at once)
+    p._child_created = False
     return Spawned(p.pid, log)
+
+
+def reap(pid: int) -> None:
+    """Collect a dead child of ours once how it ended was read; nothing if it runs or is not ours."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
 
 
 def stop(pid: int, marker: str, timeout: float = 20.0, sig: int = signal.SIGTERM) -> bool:
@@ -175,12 +187,15 @@ def stop_all(targets: list[tuple[int, str]], timeout: float = 20.0, sig: int = s
     ours = {pid for pid, marker in targets if pid_alive(pid) and marker in cmdline(pid)}
     for pid in ours:
         os.kill(pid, sig)
-    deadline = time.monotonic() + timeout
+    deadline, killed = time.monotonic() + timeout, False
     while running := [pid for pid in ours if pid_alive(pid)]:
         if time.monotonic() > deadline:
+            if killed:   # not even SIGKILL ended it (a process stuck in the kernel): not waited for forever
+                log.warning("pids %s still there 10 s after SIGKILL; not waiting for them", running)
+                break
             for pid in running:
                 with contextlib.suppress(ProcessLookupError):   # it ended meanwhile
                     os.kill(pid, signal.SIGKILL)
-            deadline = time.monotonic() + 10
+            deadline, killed = time.monotonic() + 10, True
         time.sleep(0.1)
     return ours
