@@ -43,6 +43,7 @@ class SoakRequest:
     kraft: bool = False
     seed: int = 1
     workdir: Path | None = None
+    fault_every_s: tuple[float, float] = FAULT_EVERY_S   # the pause between two faults, drawn between these
 
 
 def run(req: SoakRequest, progress: Callable[[str], None]) -> Verdict:
@@ -75,7 +76,7 @@ def run(req: SoakRequest, progress: Callable[[str], None]) -> Verdict:
             before = _kmon_pids(stack)
             chaos.one()
             unexpected += _unexpected(stack, before, chaos.restarted)
-            time.sleep(chaos.rng.uniform(*FAULT_EVERY_S))
+            time.sleep(chaos.rng.uniform(*req.fault_every_s))
         unexpected += _unexpected(stack, _kmon_pids(stack), set())
         load.stop()
         memory.stop()
