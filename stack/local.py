@@ -296,8 +296,8 @@ class LocalStack:
             self._purge()
         previous = self.state
         if previous and previous.flags != req.flags:
-            raise StackError(f"{self.dir} holds a stack made with {previous.flags}: resume it with those flags, "
-                             "or start over with --fresh (it deletes that stack) or another --dir")
+            raise StackError(f"{self.dir} holds a stack made with {previous.flags}, not {req.flags}: resume it "
+                             "with its flags, or start over with --fresh (it deletes that stack) or another --dir")
         if previous:
             log.info("resuming the stack in %s: its data, events, checkpoint and history are kept "
                      "(--fresh starts over)", self.dir)

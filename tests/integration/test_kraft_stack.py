@@ -90,7 +90,7 @@ def test_a_resumed_stack_keeps_its_cluster_id_and_data_without_formatting(
     assert kraft.state
     cluster_id, voters = kraft.state.cluster_id, kraft.state.controllers
     kraft.down(timeout=20)
-    with pytest.raises(StackError, match=r"holds a stack made with --kraft --brokers 3: resume it with those flags"):
+    with pytest.raises(StackError, match=r"holds a stack made with --kraft --brokers 3, not --brokers 3: resume it with its flags"):
         LocalStack(kraft.dir, kraft.tools).up(StackRequest(fast=True, prometheus=False, events_cluster=False))
     with caplog.at_level("INFO", logger="kmon.stack"):
         state = kraft.up(StackRequest(kraft=True, fast=True, prometheus=False, events_cluster=False))
