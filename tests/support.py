@@ -231,11 +231,18 @@ def history_rows(stack: LocalStack, cluster: str) -> list[Transition]:
                   key=order_key)
 
 
+def current_incarnations(rows: list[Transition]) -> list[Transition]:
+    """The rows of each topic since its last creation: a topic deleted and created again under its
+    name starts its counters again (its series went with it), while the history keeps both."""
+    created = {t.topic: i for i, t in enumerate(rows) if t.kind == "topic_created"}
+    return [t for i, t in enumerate(rows) if t.topic is None or i >= created.get(t.topic, -1)]
+
+
 def history_disagreements(stack: LocalStack, cluster: str) -> list[str]:
     """Each exported counter of ``cluster`` against the rows of its kinds with its labels: [] when equal."""
     assert stack.state
     exported = metrics(stack.state.stream_port)
-    history = history_rows(stack, cluster)
+    history = current_incarnations(history_rows(stack, cluster))
     kinds = {c.metric: c.kinds for c in COUNTED}
     out = []
     for (name, label_set), n in exported.items():

@@ -163,14 +163,18 @@ def _versions_skipped(stack: LocalStack, events: list[Event]) -> tuple[int, int]
     partitions kmon followed from their creation to their end."""
     from bench.oracle.zookeeper import znode_versions
     versions = znode_versions(stack.dir / "zookeeper-data")
-    seen: dict[str, set[int]] = {}
-    said: Counter[str] = Counter()
+    # a version is its write's zxid: a znode created again restarts its version numbers, and an
+    # event read again (a collector restarted) says its gap again
+    seen: dict[str, dict[int, int]] = {}   # path -> mzxid -> the gap kmon said before it
+    created: set[str] = set()
     for e in events:
         if e.kind == "partition" and e.znode is not None:
-            seen.setdefault(e.znode.path, set()).add(e.znode.version)
-            said[e.znode.path] += e.znode.version_gap
-    followed = [path for path, vs in seen.items() if 0 in vs and path in versions]
-    return (sum(versions[path] - len(seen[path]) for path in followed), sum(said[path] for path in followed))
+            seen.setdefault(e.znode.path, {})[e.znode.mzxid] = e.znode.version_gap
+            if e.znode.version == 0:
+                created.add(e.znode.path)
+    followed = [path for path in seen if path in created and path in versions]
+    return (sum(versions[path] - len(seen[path]) for path in followed),
+            sum(sum(seen[path].values()) for path in followed))
 
 
 def _compare(verdict: Verdict, oracle: list[OracleTransition], kmon: list[Transition],
