@@ -36,7 +36,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, 
 from collectors.client_logs import LibrdkafkaLog
 from collectors.groups.book import GroupBook, ModernStates
 from collectors.groups.config import GroupsConfig
-from collectors.groups.modern_groups import GroupFold, GroupMetadataRecord, ModernGroup, apply, group_of, view
+from collectors.groups.modern_groups import GroupFold, ModernGroup, apply, group_of, view
 from collectors.groups.offsets_codec import (GroupMetadata, MalformedRecord, OffsetCommit, OffsetTombstone,
                                              UnknownRecord, decode_record)
 from collectors.groups.outputs import SOURCE, Emitter
@@ -62,7 +62,6 @@ class OffsetsReader:
         self._names = names
         self._folds: dict[str, GroupFold] = {}   # every group the records describe
         self._writing: dict[str, tuple[int, int]] = {}   # group -> (partition, timestamp) of its write being read
-        self._stepped: set[str] = set()   # groups whose write being read holds their metadata (epoch) record
         self._unknown: set[tuple[str, int, int | None]] = set()   # topic, record type and version said once
         self._shares: dict[SharePartition, ShareProgress] = {}
         self._unbooked: set[SharePartition] = set()   # changed since the book last had them
@@ -190,15 +189,11 @@ class OffsetsReader:
 
     def _fold(self, message: Message, group: str, record: object) -> None:
         """One record of ``group``'s write: the group's previous write is complete when this one
-        has another timestamp, or holds a second metadata record (two writes in one millisecond:
-        a write steps a group's epoch or generation once at most)."""
+        has another timestamp."""
         write = (message.partition(), message.timestamp()[1])
-        stepping = isinstance(record, (GroupMetadata, GroupMetadataRecord))
-        if self._writing.get(group, write) != write or (stepping and group in self._stepped):
+        if self._writing.get(group, write) != write:
             self._written(group)
         self._writing[group] = write
-        if stepping:
-            self._stepped.add(group)
         fold = apply(self._folds.get(group), record)   # type: ignore[arg-type]
         if fold is None:
             self._folds.pop(group, None)
@@ -215,7 +210,6 @@ class OffsetsReader:
 
     def _written(self, group: str) -> None:
         partition, _ = self._writing.pop(group)
-        self._stepped.discard(group)
         fold = self._folds.get(group)
         current = view(fold) if fold is not None else None
         if isinstance(current, ModernGroup):

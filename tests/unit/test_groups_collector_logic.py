@@ -452,16 +452,6 @@ def test_a_consumer_protocol_group_is_one_event_per_write_with_its_epochs_and_re
     assert [e.op for e in sink.events] == ["upsert", "upsert", "delete"]
 
 
-def test_two_writes_in_one_millisecond_are_two_events() -> None:
-    """A group's epoch steps once per write: a second epoch record with the same timestamp begins
-    the next write (the first epoch of a group would be lost otherwise: nothing before it to count from)."""
-    offsets, _, sink, _ = reader()
-    offsets.handle(Record(None, None, error_=EOF))  # type: ignore[arg-type]
-    first, second = write(*join("a", 1, 0, 1)), write(member("b"), epoch(2), target("b", 2, 3), target_epoch(2))
-    handle_all(offsets, *first, *[replace(r, timestamp_=first[0].timestamp_) for r in second])
-    assert [e.data.generation for e in sink.events] == [1, 2]
-
-
 def test_an_upgrade_from_the_classic_protocol_is_one_group_throughout() -> None:
     """Kafka writes the classic group's tombstone and the consumer group's records in one write."""
     offsets, _, sink, _ = reader()
