@@ -25,19 +25,16 @@ from collectors.kraft import wire
 from collectors.kraft.connection import ClientSecurity, Connection, ControllerError
 from collectors.kraft.image import SOURCE, MetadataImage
 from collectors.kraft.quorum import quorum_state
-from collectors.kraft.records import Batch, MalformedRecord, batches, decode, leader_change
+from collectors.kraft.records import MalformedRecord, batches, decode, leader_change
 from collectors.protocol import EventSink, publish_all
 from collectors.telemetry import Telemetry
 from kmon import __version__
-from kmon.construct import constructor
 from kmon.events import ControllerState, Event, LogMeta, QuorumState
-from kmon.gc_tuning import FrozenAfterUse
 from kmon.reachability import MONITORED_CONTROLLERS, Reachability
 
 log = logging.getLogger("kmon.collector.kraft")
 
 RETRY_S = 1.0
-_new_log_meta = constructor(LogMeta)   # once per record: without its __init__ (kmon/construct.py)
 
 
 @dataclass(frozen=True)
@@ -96,7 +93,6 @@ class KraftCollector:
         self._last_fetch_ok = 0.0
         self._next_bootstrap = 0
         self._unknown_seen: set[tuple[int, int]] = set()
-        self._gc = FrozenAfterUse()   # the fold makes no cyclic garbage, and what it keeps need not be scanned
         self._resyncs = telemetry.metric("kmon_collector_resyncs_total", source=SOURCE)
         self._high_watermark = 0
         telemetry.metric("kmon_collector_metadata_offset").set_function(lambda: self._pos.offset)
@@ -241,10 +237,6 @@ class KraftCollector:
 
     # ------------------------------------------------------------------ folding and sending
     def _apply(self, result: wire.FetchResult) -> None:
-        with self._gc.paused():
-            self._fold_and_send(result)
-
-    def _fold_and_send(self, result: wire.FetchResult) -> None:
         now = _now_ms()
         self.image.now_ms = now
         hw = self._high_watermark = result.high_watermark
@@ -253,30 +245,22 @@ class KraftCollector:
                 continue
             if batch.malformed:
                 self._malformed("batch", batch.malformed)
-            self._apply_batch(batch, hw)
+            for offset, key, value in batch.values:
+                if offset < self._pos.offset:
+                    continue
+                if offset >= hw:
+                    break   # not committed yet: a new leader may truncate it
+                at = LogMeta(offset, batch.epoch, batch.max_timestamp_ms)
+                if batch.control:
+                    self._control(key, value, at)
+                elif value is not None:
+                    self._record(value, at)
+                self._pos = _Position(offset + 1, batch.epoch)
             if batch.malformed and batch.last_offset < hw:
                 self._pos = _Position(batch.last_offset + 1, batch.epoch)
         self._send(self.image.take_events())
         if self._pos.offset >= hw and not self.image.in_transaction():
             self._caught_up_at(now)
-
-    def _apply_batch(self, batch: Batch, hw: int) -> None:
-        """The batch's committed records from the position on; the position moves past them."""
-        start = next_offset = self._pos.offset
-        epoch, control = batch.epoch, batch.control
-        for offset, key, value in batch.values:
-            if offset < next_offset:
-                continue
-            if offset >= hw:
-                break   # not committed yet: a new leader may truncate it
-            at = _new_log_meta(offset, epoch, batch.max_timestamp_ms)
-            if control:
-                self._control(key, value, at)
-            elif value is not None:
-                self._record(value, at)
-            next_offset = offset + 1
-        if next_offset != start:
-            self._pos = _Position(next_offset, epoch)
 
     def _record(self, value: bytes, at: LogMeta) -> None:
         try:
@@ -285,10 +269,6 @@ class KraftCollector:
             self._malformed("record", f"metadata record at offset {at.offset}: {e}")
             return
         self.image.apply(record, at)
-        if self.image.unknown:
-            self._count_unknown(at)
-
-    def _count_unknown(self, at: LogMeta) -> None:
         for unknown in self.image.unknown:
             self._telemetry.metric("kmon_collector_malformed_total", source=SOURCE,
                                    kind=f"unknown_record_{unknown.api_key}_v{unknown.version}").inc()
@@ -335,10 +315,6 @@ class KraftCollector:
     def _begin_resync(self, conn: Connection, reason: str, snapshot: wire.SnapshotId | None) -> None:
         """Forget the image, fold in the snapshot (if any) silently and send it whole between markers;
         the log after it follows as it is fetched."""
-        with self._gc.paused():
-            self._resync_from(conn, reason, snapshot)
-
-    def _resync_from(self, conn: Connection, reason: str, snapshot: wire.SnapshotId | None) -> None:
         begun = _now_ms()
         self.image.reset()
         self.image.now_ms = begun

@@ -20,16 +20,12 @@ from collectors.kraft.records import (NO_LEADER_CHANGE, TOPIC_RESOURCE, AbortTra
                                       BrokerChange, ClearElr, Config, EndTransaction, FeatureLevel, MetadataRecord,
                                       Partition, PartitionChange, RegisterBroker, RemoveTopic, Topic, Unknown,
                                       UnregisterBroker)
-from kmon.construct import constructor, replace
 from kmon.events import (KINDS, BrokerState, ControllerState, Endpoint, Event, LogMeta, PartitionState, SnapshotMarker,
                          TopicState, entity_key)
 
 SOURCE = "kraft"
 # Kafka's SecurityProtocol ids, as RegisterBrokerRecord writes them
 PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
-# a partition's state and its event are built once per record: without their __init__ (kmon/construct.py)
-_new_partition_state = constructor(PartitionState)
-_new_event = constructor(Event)
 
 
 @dataclass
@@ -39,14 +35,6 @@ class _Topic:
     replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
     adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
     removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
-    _partition_keys: dict[int, str] = field(default_factory=dict, repr=False)
-
-    def partition_key(self, partition: int) -> str:
-        """Its partition's entity key, made once: every record of the partition names it."""
-        key = self._partition_keys.get(partition)
-        if key is None:
-            key = self._partition_keys[partition] = entity_key("partition", self.name, partition)
-        return key
 
 
 @dataclass
@@ -174,7 +162,7 @@ class MetadataImage:
         self.configs.pop(topic.name, None)
         for p in sorted(topic.replicas):
             self.partitions.pop((topic_id, p), None)
-            self._send(topic.partition_key(p), "partition", None, at)
+            self._send(entity_key("partition", topic.name, p), "partition", None, at)
         self._send(entity_key("topic", topic.name), "topic", None, at)
 
     def _config(self, r: Config, at: LogMeta) -> None:
@@ -188,24 +176,25 @@ class MetadataImage:
 
     def _assign(self, topic: _Topic, partition: int, replicas: tuple[int, ...], adding: tuple[int, ...],
                 removing: tuple[int, ...], at: LogMeta) -> None:
-        changed = topic.replicas.get(partition) != replicas
+        before = (topic.replicas.get(partition), topic.adding.get(partition), topic.removing.get(partition))
         topic.replicas[partition] = replicas
-        if adding or removing or partition in topic.adding or partition in topic.removing:   # a reassignment
-            changed = _keep(topic.adding, partition, adding) | _keep(topic.removing, partition, removing) | changed
-        if changed:
+        for table, value in ((topic.adding, adding), (topic.removing, removing)):
+            if value:
+                table[partition] = value
+            else:
+                table.pop(partition, None)
+        if before != (replicas, adding or None, removing or None):
             self._dirty_topics[topic.name] = at
 
     def _partition(self, r: Partition, at: LogMeta) -> None:
-        (topic_id, partition, replicas, isr, removing, adding, leader, leader_epoch, partition_epoch,
-         leader_recovery_state, elr, last_known_elr) = r   # at once: a field's attribute is a call
-        topic = self.topics.get(topic_id)
+        topic = self.topics.get(r.topic_id)
         if topic is None:
             return   # of a topic already removed
-        self._assign(topic, partition, replicas, adding, removing, at)
-        self._set_partition(topic, partition, _new_partition_state(
-            topic=topic.name, partition=partition, leader=leader, leader_epoch=leader_epoch, isr=isr,
-            controller_epoch=at.epoch, leader_recovery_state=leader_recovery_state,
-            partition_epoch=partition_epoch, elr=elr or (), last_known_elr=last_known_elr or ()), at)
+        self._assign(topic, r.partition, r.replicas, r.adding, r.removing, at)
+        self._set_partition(topic, r.partition, PartitionState(
+            topic=topic.name, partition=r.partition, leader=r.leader, leader_epoch=r.leader_epoch, isr=r.isr,
+            controller_epoch=at.epoch, leader_recovery_state=r.leader_recovery_state,
+            partition_epoch=r.partition_epoch, elr=r.elr or (), last_known_elr=r.last_known_elr or ()), at)
 
     def _partition_change(self, r: PartitionChange, at: LogMeta) -> None:
         topic = self.topics.get(r.topic_id)
@@ -219,7 +208,7 @@ class MetadataImage:
         # as Kafka's PartitionRegistration.merge: a record that sets the leader (even the same one)
         # bumps the leader epoch; every record bumps the partition epoch
         same = r.leader == NO_LEADER_CHANGE
-        self._set_partition(topic, r.partition, replace(
+        self._set_partition(topic, r.partition, dataclasses.replace(
             old, leader=old.leader if same else r.leader, leader_epoch=old.leader_epoch + (not same),
             isr=old.isr if r.isr is None else r.isr,
             controller_epoch=at.epoch,
@@ -237,11 +226,11 @@ class MetadataImage:
             for p in sorted(topic.replicas) if topic else ():
                 old = self.partitions.get((topic_id, p))
                 if old is not None and (old.elr or old.last_known_elr):
-                    self._set_partition(topic, p, replace(old, elr=(), last_known_elr=()), at)
+                    self._set_partition(topic, p, dataclasses.replace(old, elr=(), last_known_elr=()), at)
 
     def _set_partition(self, topic: _Topic, partition: int, state: PartitionState, at: LogMeta) -> None:
         self.partitions[(topic.topic_id, partition)] = state
-        self._send(topic.partition_key(partition), "partition", state, at)
+        self._send(entity_key("partition", topic.name, partition), "partition", state, at)
 
     # ------------------------------------------------------------------ events
     def _send(self, entity: str, kind: str, state: Any, at: LogMeta) -> None:
@@ -258,9 +247,9 @@ class MetadataImage:
         self._out.append(self._event(entity, kind, state, at, None))
 
     def _event(self, entity: str, kind: str, state: Any, at: LogMeta, snapshot_id: str | None) -> Event:
-        return _new_event(cluster=self.cluster, source=SOURCE, kind=kind, entity=entity,
-                          op="upsert" if state is not None else "delete", observed_ms=self.now_ms, data=state, log=at,
-                          snapshot_id=snapshot_id)
+        return Event(cluster=self.cluster, source=SOURCE, kind=kind, entity=entity,
+                     op="upsert" if state is not None else "delete", observed_ms=self.now_ms, data=state, log=at,
+                     snapshot_id=snapshot_id)
 
     def take_events(self) -> list[Event]:
         """The events since the last call, in the log's order; each changed topic's assignment last."""
@@ -292,47 +281,31 @@ class MetadataImage:
         image no longer holds; the end marker follows (:meth:`end_marker`) once the log after the
         snapshot has been read up to the high watermark."""
         self.take_events()
-        current = self._current()
+        current: dict[str, tuple[str, Any]] = {}
+        if self.controller is not None:
+            current["controller"] = ("controller", self.controller)
+        for b, state in self.brokers.items():
+            current[entity_key("broker", b)] = ("broker", state)
+        for name in self.names:
+            current[entity_key("topic", name)] = ("topic", self._topic_state(name))
+        for (topic_id, p), state in self.partitions.items():
+            current[entity_key("partition", state.topic, p)] = ("partition", state)
         begin = self._event(entity_key("snapshot_begin", SOURCE), "snapshot_begin",
                             SnapshotMarker(snapshot_id, reason), at, snapshot_id)
         events = [dataclasses.replace(begin, op="marker", observed_ms=begun_ms)]
-        for entity, (kind, state) in current.items():
+        for entity in sorted(current, key=_order):
+            kind, state = current[entity]
             events.append(self._event(entity, kind, state, self.changed_at.get(entity, at), snapshot_id))
-        for entity in sorted(self._published - current.keys() - {"controller"}, key=_order):
+        for entity in sorted(self._published - set(current) - {"controller"}, key=_order):
             events.append(self._event(entity, entity.partition(":")[0], None, at, snapshot_id))
         self._published = set(current)
         return events
-
-    def _current(self) -> dict[str, tuple[str, Any]]:
-        """Every entity the image holds -> its kind and state, in the order _order gives: kind by kind
-        in KINDS' order, each kind's entities sorted (sorting the strings of one kind at a time is
-        faster than sorting them all by a key)."""
-        kinds: dict[str, dict[str, Any]] = {
-            "controller": {"controller": self.controller} if self.controller is not None else {},
-            "broker": {entity_key("broker", b): state for b, state in self.brokers.items()},
-            "topic": {entity_key("topic", name): self._topic_state(name) for name in self.names},
-            "partition": {self.topics[topic_id].partition_key(p): state
-                          for (topic_id, p), state in self.partitions.items()}}
-        current: dict[str, tuple[str, Any]] = {}
-        for kind in sorted(kinds, key=KINDS.index):
-            states = kinds[kind]
-            current.update((entity, (kind, states[entity])) for entity in sorted(states))
-        return current
 
     def end_marker(self, snapshot_id: str, reason: str, begun_ms: int, at: LogMeta) -> Event:
         entities = (self.controller is not None) + len(self.brokers) + len(self.topics) + len(self.partitions)
         end = SnapshotMarker(snapshot_id, reason, entities, begun_ms)
         return dataclasses.replace(self._event(entity_key("snapshot_end", SOURCE), "snapshot_end", end, at,
                                                snapshot_id), op="marker")
-
-
-def _keep(table: dict[int, tuple[int, ...]], partition: int, replicas: tuple[int, ...]) -> bool:
-    """The partition's replicas in ``table``, kept only while not empty; whether that changed it."""
-    if replicas:
-        changed = table.get(partition) != replicas
-        table[partition] = replicas
-        return changed
-    return table.pop(partition, None) is not None
 
 
 def _order(entity: str) -> tuple[int, str]:

@@ -10,14 +10,12 @@ which the collector counts and logs, and never stops on.
 """
 from __future__ import annotations
 
-import functools
-import re
 import struct
 import zlib
 from dataclasses import dataclass
 from typing import Callable, Iterator, NamedTuple
 
-from collectors.kraft.wire import Reader, WireError, uuid_text, zigzag_at
+from collectors.kraft.wire import Reader, WireError
 
 CONTROL_LEADER_CHANGE = 2
 NO_TIMESTAMP = -1
@@ -55,19 +53,20 @@ _COMPRESSION = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 def batches(data: bytes) -> Iterator[Batch]:
     """The whole batches in ``data`` (a fetch may end in a partial one, left for the next fetch)."""
+    view = memoryview(data)
     pos = 0
     while pos + 12 <= len(data):
         length = struct.unpack_from(">i", data, pos + 8)[0]
         end = pos + 12 + length
         if length < _BATCH_HEAD.size - 12 or end > len(data):
             return   # partial (or a size no batch has: the next fetch starts at its offset again)
-        yield _batch(data, pos, end)
+        yield _batch(view, pos, end)
         pos = end
 
 
-def _batch(data: bytes, pos: int, end: int) -> Batch:
+def _batch(view: memoryview, pos: int, end: int) -> Batch:
     (base, _, epoch, magic, _crc, attributes, last_delta, _base_ts, max_ts, _pid, _pepoch, _seq,
-     count) = _BATCH_HEAD.unpack_from(data, pos)
+     count) = _BATCH_HEAD.unpack_from(view, pos)
     control = bool(attributes & 0x20)
     appended = None if max_ts == NO_TIMESTAMP else max_ts
     try:
@@ -75,104 +74,38 @@ def _batch(data: bytes, pos: int, end: int) -> Batch:
         at_least(0, base, "base offset")
         at_least(0, epoch, "epoch")
         at_least(NO_TIMESTAMP, max_ts, "max timestamp")
-        values = _records(_body(data, pos + _BATCH_HEAD.size, end, magic, attributes & 7), base, count)
+        values = _records(view[pos + _BATCH_HEAD.size:end], base, magic, attributes & 7, count)
     except (MalformedRecord, WireError, zlib.error) as e:
         return Batch(base, base + last_delta, epoch, appended, control, (), f"batch at offset {base}: {e}")
     return Batch(base, base + last_delta, epoch, appended, control, values)
 
 
-def _body(data: bytes, start: int, end: int, magic: int, codec: int) -> tuple[bytes, int, int]:
-    """The batch's records, uncompressed: in ``data`` from ``start`` to ``end``."""
+def _records(body: bytes | memoryview, base: int, magic: int, codec: int,
+             count: int) -> tuple[tuple[int, bytes | None, bytes | None], ...]:
     if magic != 2:
         raise MalformedRecord(f"magic {magic}, not 2")
     if codec == 1:
-        body = zlib.decompress(data[start:end], 31)   # gzip
-        return body, 0, len(body)
-    if codec:
+        body = zlib.decompress(bytes(body), 31)   # gzip
+    elif codec:
         raise MalformedRecord(f"{_COMPRESSION.get(codec, codec)} compression, which kmon does not read (Kafka "
                               "writes the metadata log uncompressed unless told otherwise)")
-    return data, start, end
-
-
-def _records(body: tuple[bytes, int, int], base: int,
-             count: int) -> tuple[tuple[int, bytes | None, bytes | None], ...]:
-    """Each record's offset, key and value."""
-    data, pos, end = body
+    r = Reader(body)
     values = []
-    unkeyed_head = _UNKEYED_HEAD.match
     for _ in range(count):
-        head = unkeyed_head(data, pos, end)
-        delta, key, value, pos = _unkeyed_record(head, end) if head else _record_at(data, pos, end)
-        if delta < 0:
-            at_least(0, delta, "offset delta")
-        values.append((base + delta, key, value))
+        length = r.varint()
+        stop = r.pos + length
+        r.int8()                        # attributes
+        r.varint()                      # timestamp delta
+        offset = base + at_least(0, r.varint(), "offset delta")
+        klen = r.varint()
+        key = r.raw(klen) if klen >= 0 else None
+        vlen = r.varint()
+        value = r.raw(vlen) if vlen >= 0 else None
+        if stop > r.end or stop < r.pos:
+            raise MalformedRecord(f"a record of {length} bytes at offset {offset} runs past its batch")
+        r.pos = stop                    # headers: none in the metadata log
+        values.append((offset, key, value))
     return tuple(values)
-
-
-# The head of a record without a key, as the metadata log writes all but its control records: length,
-# attributes (a byte), timestamp delta, offset delta, key length -1 (null), value length; each varint
-# is up to ten bytes, the last without the high bit. One match instead of a call per varint, which
-# made the framing a large share of a record's decode (bench/README.md, the KRaft collector).
-_UNKEYED_HEAD = re.compile(rb"""
-    ([\x80-\xff]{0,9}[\x00-\x7f])    # length
-    .                                # attributes
-    [\x80-\xff]{0,9}[\x00-\x7f]      # timestamp delta
-    ([\x80-\xff]{0,9}[\x00-\x7f])    # offset delta
-    \x01                             # key length: -1
-    ([\x80-\xff]{0,9}[\x00-\x7f])    # value length
-""", re.DOTALL | re.VERBOSE)
-
-
-class _Varints(dict[bytes, int]):
-    """A zig-zag varint's bytes -> its value; the one- and two-byte ones (lengths and offset deltas,
-    mostly) remembered."""
-
-    def __missing__(self, raw: bytes) -> int:
-        value = zigzag_at(raw, 0, len(raw))[0]
-        if len(raw) <= 2:
-            self[raw] = value
-        return value
-
-
-_VARINTS = _Varints()
-
-
-def _unkeyed_record(head: re.Match[bytes], end: int) -> tuple[int, None, bytes | None, int]:
-    """(offset delta, no key, value, where the next record starts) of a record _UNKEYED_HEAD matched."""
-    raw_length, raw_delta, raw_size = head.groups()
-    length, delta, size = _VARINTS[raw_length], _VARINTS[raw_delta], _VARINTS[raw_size]
-    stop, value_at = head.end(1) + length, head.end()
-    value_end = value_at + max(size, 0)
-    if value_end > stop or stop > end:
-        raise _past_its_batch(length, delta)
-    return delta, None, head.string[value_at:value_end] if size >= 0 else None, stop
-
-
-def _record_at(data: bytes, pos: int, end: int) -> tuple[int, bytes | None, bytes | None, int]:
-    """(offset delta, key, value, where the next record starts) of any record, field by field."""
-    length, pos = zigzag_at(data, pos, end)
-    stop = pos + length
-    _, pos = zigzag_at(data, pos + 1, end)        # attributes (a byte), timestamp delta
-    delta, pos = zigzag_at(data, pos, end)
-    key, pos = _nullable_bytes_at(data, pos, end)
-    value, pos = _nullable_bytes_at(data, pos, end)
-    if stop > end or stop < pos:
-        raise _past_its_batch(length, delta)
-    return delta, key, value, stop                # headers: none in the metadata log
-
-
-def _past_its_batch(length: int, delta: int) -> MalformedRecord:
-    return MalformedRecord(f"a record of {length} bytes (offset delta {delta}) runs past its batch")
-
-
-def _nullable_bytes_at(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
-    """Bytes after their zig-zag varint length, -1 for null (a record's key and value)."""
-    n, pos = zigzag_at(data, pos, end)
-    if n < 0:
-        return None, pos
-    if pos + n > end:
-        raise MalformedRecord(f"{n} bytes wanted at {pos}, {end - pos} left")
-    return data[pos:pos + n], pos + n
 
 
 def leader_change(key: bytes | None, value: bytes | None) -> int | None:
@@ -306,23 +239,31 @@ MetadataRecord = (RegisterBroker | UnregisterBroker | BrokerChange | Topic | Rem
                   | Unknown | None)
 
 
-_PARTITION_HEAD = struct.Struct(">i16s")        # partition id, topic id
-_LEADER_AND_EPOCHS = struct.Struct(">iii")      # leader, leader epoch, partition epoch
+def _ids(r: Reader) -> tuple[int, ...]:
+    return _nullable_ids(r) or ()
 
 
-def _partition_head(r: Reader) -> tuple[int, str]:
-    partition, topic_id = r.unpack(_PARTITION_HEAD)
-    if partition < 0:
-        at_least(0, partition, "partition")
-    return partition, uuid_text(topic_id)
-
-
-def _broker_ids(r: Reader) -> tuple[int, ...] | None:
-    """A compact array of broker ids (None: null), each at least 0."""
-    ids = r.int32s()
+def _nullable_ids(r: Reader) -> tuple[int, ...] | None:
+    """A compact array of int32 (broker ids), in one unpack: read item by item, the arrays were a
+    fifth of a PartitionRecord's decode (bench/README.md, the KRaft collector)."""
+    n = r.uvarint() - 1
+    if n < 0:
+        return None
+    start, end = r.pos, r.pos + 4 * n
+    if end > r.end:
+        raise WireError(f"an array of {n} int32s at {start}, {r.end - start} bytes left")
+    r.pos = end
+    ids = struct.unpack_from(f">{n}i", r.data, start)
     if ids and min(ids) < 0:
         at_least(0, min(ids), "broker id")
     return ids
+
+
+def _skip_uuids(r: Reader) -> None:
+    """A compact array of uuids kmon does not read (a PartitionRecord's directories), skipped whole."""
+    n = r.uvarint() - 1
+    if n > 0:
+        r.raw(16 * n)
 
 
 def _broker_id(r: Reader) -> int:
@@ -385,99 +326,24 @@ def _fence(fenced: bool) -> Callable[[Reader, int], BrokerChange]:
     return read
 
 
-_PARTITION_TAGS: dict[int, Callable[[Reader], object]] = {0: _recovery_state, 1: _broker_ids, 2: _broker_ids}
-
-
 def _partition(r: Reader, v: int) -> Partition:
-    (partition, topic_id, replicas, isr, removing, adding, leader, leader_epoch,
-     partition_epoch) = _partition_fields_at_once(r) or _partition_fields(r)
+    partition, topic_id = at_least(0, r.int32(), "partition"), r.uuid()
+    replicas, isr, removing, adding = _ids(r), _ids(r), _ids(r), _ids(r)
+    leader = at_least(NO_LEADER, r.int32(), "leader")
+    leader_epoch, partition_epoch = at_least(0, r.int32(), "leader epoch"), at_least(0, r.int32(), "partition epoch")
     if v >= 1:
-        r.skip(16 * max(r.uvarint() - 1, 0))    # directories, which kmon does not read
-    tags = r.tagged(_PARTITION_TAGS)
+        _skip_uuids(r)    # directories
+    tags = r.tagged({0: _recovery_state, 1: _nullable_ids, 2: _nullable_ids})
     elr, last_known = tags.get(1), tags.get(2)
     return Partition(topic_id, partition, replicas, isr, removing, adding, leader, leader_epoch, partition_epoch,
                      int(tags.get(0, 0)), elr if v >= 2 else None, last_known if v >= 2 else None)  # type: ignore
 
 
-_PartitionFields = tuple[int, str, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int, int, int]
-
-
-def _partition_fields(r: Reader) -> _PartitionFields:
-    """A PartitionRecord's fields from its partition id to its partition epoch (a null array: none)."""
-    partition, topic_id = _partition_head(r)
-    replicas, isr, removing, adding = r.int32s() or (), r.int32s() or (), r.int32s() or (), r.int32s() or ()
-    leader, leader_epoch, partition_epoch = r.unpack(_LEADER_AND_EPOCHS)
-    return _in_kafkas_ranges((partition, topic_id, replicas, isr, removing, adding, leader, leader_epoch,
-                              partition_epoch))
-
-
-def _in_kafkas_ranges(fields: _PartitionFields) -> _PartitionFields:
-    """``fields``, or MalformedRecord where one is below the least Kafka writes there: a negative
-    partition, broker id or epoch, a leader below -1 (no event could carry it)."""
-    partition, _, replicas, isr, removing, adding, leader, leader_epoch, partition_epoch = fields
-    at_least(0, partition, "partition")
-    for ids in (replicas, isr, removing, adding):
-        if ids:
-            at_least(0, min(ids), "broker id")
-    at_least(NO_LEADER, leader, "leader")
-    at_least(0, leader_epoch, "leader epoch")
-    at_least(0, partition_epoch, "partition epoch")
-    return fields
-
-
-def _partition_fields_at_once(r: Reader) -> _PartitionFields | None:
-    """The same fields as :func:`_partition_fields`, in one read: the four arrays' lengths first, then
-    one struct made for them; None (nothing read) unless each length is one byte, as in nearly
-    every record (fewer than 127 ids). A record read field by field took most of its decode."""
-    data, end, at = r.data, r.end, r.pos + 20     # after the partition id and the topic id
-    sizes = []
-    for _ in range(4):                            # replicas, isr, removing, adding
-        length = data[at] if at < end else 0x80
-        if length >= 0x80:
-            return None
-        size = length - 1 if length else 0        # 0: null
-        sizes.append(size)
-        at += 1 + 4 * size
-    layout, start = _partition_layout(*sizes), r.pos
-    if start + layout.size > end:
-        return None                               # truncated: the field-by-field read says where
-    r.pos = start + layout.size
-    fields = layout.unpack_from(data, start)      # ints all: the topic id is skipped, taken apart
-    isr_at = 1 + sizes[0]
-    removing_at = isr_at + sizes[1]
-    adding_at = removing_at + sizes[2]
-    leader_at = adding_at + sizes[3]
-    found = (fields[0], uuid_text(data[start + 4:start + 20]), fields[1:isr_at], fields[isr_at:removing_at],
-             fields[removing_at:adding_at], fields[adding_at:leader_at], *fields[leader_at:])
-    # one min() for every range: below 0 only where a leader is -1 (none) or the record is malformed
-    return found if min(fields) >= 0 else _in_kafkas_ranges(found)  # type: ignore
-
-
-@functools.lru_cache(maxsize=1024)
-def _partition_layout(replicas: int, isr: int, removing: int, adding: int) -> struct.Struct:
-    """Partition id, topic id (skipped), the four arrays (each behind its length byte), leader and epochs."""
-    return struct.Struct(">i16x" + "".join(f"x{n}i" for n in (replicas, isr, removing, adding)) + "iii")
-
-
-def _changed_leader(r: Reader) -> int:
-    leader = r.int32()
-    if leader < NO_LEADER_CHANGE:
-        at_least(NO_LEADER_CHANGE, leader, "leader")
-    return leader
-
-
-def _changed_recovery_state(r: Reader) -> int:
-    return _recovery_state(r, (_UNCHANGED,))
-
-
-_PARTITION_CHANGE_TAGS: dict[int, Callable[[Reader], object]] = {
-    0: _broker_ids, 1: _changed_leader, 2: _broker_ids, 3: _broker_ids, 4: _broker_ids, 5: _changed_recovery_state,
-    6: _broker_ids, 7: _broker_ids}
-
-
 def _partition_change(r: Reader, v: int) -> PartitionChange:
-    partition, topic_id = _partition_head(r)
-    t = r.tagged(_PARTITION_CHANGE_TAGS)
+    partition, topic_id = at_least(0, r.int32(), "partition"), r.uuid()
+    t = r.tagged({0: _nullable_ids, 1: lambda x: at_least(NO_LEADER_CHANGE, x.int32(), "leader"), 2: _nullable_ids,
+                  3: _nullable_ids, 4: _nullable_ids, 5: lambda x: _recovery_state(x, (_UNCHANGED,)),
+                  6: _nullable_ids, 7: _nullable_ids})
     recovery = t.get(5, _UNCHANGED)
     return PartitionChange(topic_id, partition, t.get(0), t.get(1, NO_LEADER_CHANGE), t.get(2), t.get(3),  # type: ignore
                            t.get(4), None if recovery == _UNCHANGED else recovery, t.get(6), t.get(7))  # type: ignore
@@ -556,32 +422,19 @@ DECODED: dict[int, tuple[int, Callable[[Reader, int], MetadataRecord]]] = {
 SKIPPED = frozenset({10, 11, 14, 15, 18, 19, 20, 21, 22, 26, 27})
 
 
-# the first three bytes of each record decoded (frame version 1, api key, version: one-byte varints
-# all) -> its reader and version: one lookup, where reading them took a varint each
-_FRAMES = {bytes((1, api_key, version)): (read, version)
-           for api_key, (highest, read) in DECODED.items() for version in range(highest + 1)}
-
-
 def decode(value: bytes) -> MetadataRecord:
     """One metadata record; None for a record kmon skips. Raises MalformedRecord."""
-    known = _FRAMES.get(value[:3])
+    r = Reader(value)
     try:
-        if known is not None:
-            read, version = known
-            return read(Reader(value, 3), version)
-        return _decode_framed(Reader(value))
+        frame = r.uvarint()
+        if frame != 1:
+            raise MalformedRecord(f"frame version {frame}, not 1")
+        api_key, version = r.uvarint(), r.uvarint()
+        known = DECODED.get(api_key)
+        if known is None:
+            return None if api_key in SKIPPED else Unknown(api_key, version)
+        if version > known[0]:
+            return Unknown(api_key, version)
+        return known[1](r, version)
     except WireError as e:
         raise MalformedRecord(str(e)) from None
-
-
-def _decode_framed(r: Reader) -> MetadataRecord:
-    frame = r.uvarint()
-    if frame != 1:
-        raise MalformedRecord(f"frame version {frame}, not 1")
-    api_key, version = r.uvarint(), r.uvarint()
-    known = DECODED.get(api_key)
-    if known is None:
-        return None if api_key in SKIPPED else Unknown(api_key, version)
-    if version > known[0]:
-        return Unknown(api_key, version)
-    return known[1](r, version)

@@ -8,12 +8,10 @@ it is not asked for, so a newer Kafka's additions are ignored, not misread.
 """
 from __future__ import annotations
 
-import functools
 import struct
 import uuid
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Callable, Mapping, TypeVar
+from typing import Callable, TypeVar
 
 T = TypeVar("T")
 
@@ -55,7 +53,6 @@ class WireError(ValueError):
 
 _I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 _U16 = struct.Struct(">H")
-_NO_TAGS: Mapping[int, object] = MappingProxyType({})
 
 
 class Reader:
@@ -73,13 +70,6 @@ class Reader:
             raise WireError(f"{n} bytes wanted at {start}, {self.end - start} left")
         self.pos = start + n
         return start
-
-    def skip(self, n: int) -> None:
-        self._take(n)
-
-    def unpack(self, layout: struct.Struct) -> tuple:
-        """Consecutive fixed-width fields in one read: a call per field was most of a record's decode."""
-        return layout.unpack_from(self.data, self._take(layout.size))
 
     def int8(self) -> int:
         return _I8.unpack_from(self.data, self._take(1))[0]
@@ -101,20 +91,33 @@ class Reader:
 
     def uuid(self) -> str:
         start = self._take(16)
-        return uuid_text(bytes(self.data[start:start + 16]))
+        h = bytes(self.data[start:start + 16]).hex()   # uuid.UUID's own str(), a third of the time
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
     def uvarint(self) -> int:
         data, pos = self.data, self.pos
-        if pos < self.end and data[pos] < 0x80:   # most: lengths, counts, tags
+        if pos < self.end and data[pos] < 0x80:   # most are one byte: lengths, counts, tags
             self.pos = pos + 1
             return data[pos]
-        value, self.pos = uvarint_at(data, pos, self.end)
-        return value
+        value = shift = 0
+        end = self.end
+        while True:
+            if pos >= end:
+                raise WireError(f"varint runs past the end at {pos}")
+            b = data[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if b < 0x80:
+                self.pos = pos
+                return value
+            shift += 7
+            if shift > 63:
+                raise WireError(f"varint too long at {pos}")
 
     def varint(self) -> int:
         """A zig-zag signed varint (records' fields)."""
-        value, self.pos = zigzag_at(self.data, self.pos, self.end)
-        return value
+        n = self.uvarint()
+        return (n >> 1) ^ -(n & 1)
 
     def raw(self, n: int) -> bytes:
         start = self._take(n)
@@ -169,80 +172,18 @@ class Reader:
         items = self.compact_array(Reader.int32)
         return [] if items is None else items
 
-    def int32s(self) -> tuple[int, ...] | None:
-        """A compact array of int32 (broker ids), in one unpack: read item by item, the arrays were
-        a large share of a PartitionRecord's decode (bench/README.md, the KRaft collector)."""
-        n = self.uvarint() - 1
-        if n < 0:
-            return None
-        start, end = self.pos, self.pos + 4 * n
-        if end > self.end:   # before the layout: a corrupt length must not make a huge one
-            raise WireError(f"an array of {n} int32s at {start}, {self.end - start} bytes left")
-        self.pos = end
-        return _int32s(n).unpack_from(self.data, start)
-
-    def tagged(self, wanted: dict[int, Callable[["Reader"], object]] | None = None) -> Mapping[int, object]:
+    def tagged(self, wanted: dict[int, Callable[["Reader"], object]] | None = None) -> dict[int, object]:
         """The tagged fields that end a flexible struct; the ``wanted`` ones decoded, others skipped."""
-        count = self.uvarint()
-        if not count:
-            return _NO_TAGS   # most structs: no dict made
         found: dict[int, object] = {}
-        outer_end = self.end
-        for _ in range(count):
+        for _ in range(self.uvarint()):
             tag, size = self.uvarint(), self.uvarint()
             end = self.pos + size
-            if end > outer_end:
+            if end > self.end:
                 raise WireError(f"tagged field {tag} of {size} bytes runs past the end")
             if wanted and tag in wanted:
-                self.end = end   # a field is read within its size
-                try:
-                    found[tag] = wanted[tag](self)
-                finally:
-                    self.end = outer_end
+                found[tag] = wanted[tag](Reader(self.data, self.pos, end))
             self.pos = end
         return found
-
-
-def uvarint_at(data: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
-    """The unsigned varint at ``pos`` (that ends before ``end``), and the position after it."""
-    if pos + 1 < end:   # most are one or two bytes: lengths, counts, tags, offset deltas
-        first = data[pos]
-        if first < 0x80:
-            return first, pos + 1
-        second = data[pos + 1]
-        if second < 0x80:
-            return (first & 0x7F) | second << 7, pos + 2
-    value = shift = 0
-    while True:
-        if pos >= end:
-            raise WireError(f"varint runs past the end at {pos}")
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 63:
-            raise WireError(f"varint too long at {pos}")
-
-
-def zigzag_at(data: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
-    """A zig-zag signed varint (a batch's records' fields) at ``pos``, and the position after it."""
-    n, pos = uvarint_at(data, pos, end)
-    return (n >> 1) ^ -(n & 1), pos
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def uuid_text(raw: bytes) -> str:
-    """A uuid's text, remembered: the same topic ids come again in every partition's records (an
-    unbounded cache would grow with every topic and broker incarnation ever seen)."""
-    h = raw.hex()   # faster than uuid.UUID's own str()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-@functools.lru_cache(maxsize=256)
-def _int32s(n: int) -> struct.Struct:
-    return struct.Struct(f">{n}i")
 
 
 @dataclass
