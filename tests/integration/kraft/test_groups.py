@@ -37,14 +37,22 @@ class Member(threading.Thread):
         super().__init__(daemon=True, name=name)
         assert stack.state
         self.hold_s = hold_s
+        self.revoked: list[float] = []   # when it was asked to give partitions up (monotonic)
+        self.holding = threading.Event()   # it has been given partitions
         self.released = threading.Event()
         self._leaving = threading.Event()
         self._consumer = Consumer({"bootstrap.servers": stack.state.bootstrap_servers, "group.id": group,
                                    "group.protocol": "consumer", "client.id": name, "auto.offset.reset": "earliest"})
-        self._consumer.subscribe([topic], on_revoke=self._revoked)
+        self._consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
         self.start()
 
+    def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if partitions:
+            self.holding.set()
+
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if partitions:
+            self.revoked.append(time.monotonic())
         if partitions and self.hold_s:
             self._leaving.wait(self.hold_s)
             self.released.set()
@@ -151,21 +159,40 @@ def test_g2_a_member_holding_its_partitions_keeps_the_group_reconciling(
         mon: LocalStack, member: Callable[..., Member]) -> None:
     group, topic = "g2-slow", "g2-orders"
     create_topic(mon, topic, partitions=4, rf=3)
-    slow = member(group, topic, "g2-slow-member", hold_s=20)
-    eventually(lambda: v(mon, "kmon_consumer_group_state", group, type="consumer", state="Stable") == 1, 90,
-               "the group stable with one member")
+    # held long enough that a loaded machine's pipeline (collector, stream batch, scrape) sees it
+    slow = member(group, topic, "g2-slow-member", hold_s=30)
+    # holding partitions, not only Stable: a group is Stable at first with none while the coordinator
+    # does not know the new topic yet, and a member with nothing to give up never holds anything
+    eventually(lambda: slow.holding.is_set()
+               and v(mon, "kmon_consumer_group_state", group, type="consumer", state="Stable") == 1, 90,
+               "the group stable with one member holding the partitions")
+    joined = time.monotonic()
     member(group, topic, "g2-joining")
-    eventually(lambda: v(mon, "kmon_consumer_group_state", group, type="consumer", state="Reconciling") == 1
-               and (v(mon, "kmon_consumer_group_reconciling_members", group, type="consumer") or 0) >= 1, 30,
-               "Reconciling while the slow member holds the partitions it has to give up")
+    seen: list[tuple] = []   # each distinct view of the group, for the failure message
+
+    def reconciling() -> bool:
+        view = (tuple(s for s in ("Empty", "Assigning", "Reconciling", "Stable")
+                      if v(mon, "kmon_consumer_group_state", group, type="consumer", state=s) == 1),
+                v(mon, "kmon_consumer_group_reconciling_members", group, type="consumer"),
+                v(mon, "kmon_consumer_group_members", group, type="consumer"))
+        if not seen or seen[-1][1:] != view:
+            seen.append((round(time.monotonic() - joined, 1), *view))
+        return view[0] == ("Reconciling",) and (view[1] or 0) >= 1
+    try:
+        eventually(reconciling, 35, "Reconciling while the slow member holds the partitions it has to give up")
+    except AssertionError as e:
+        asked = [round(t - joined, 1) for t in slow.revoked]
+        rows = [(t.kind, t.old, t.new, t.detail) for t in history_rows(mon, CLUSTER) if t.group == group]
+        raise AssertionError(f"{e}\nviews (s after the join, states, reconciling, members): {seen}\n"
+                             f"slow member asked to revoke at {asked} s\nhistory: {rows}") from None
     assert not slow.released.is_set()
     eventually(lambda: v(mon, "kmon_consumer_group_state", group, type="consumer", state="Stable") == 1
                and v(mon, "kmon_consumer_group_reconciling_members", group, type="consumer") == 0, 90,
                "Stable again once the slow member let go")
     # the history names who was still reconciling when the group went Reconciling
-    [reconciling] = [t for t in history_rows(mon, CLUSTER) if t.group == group and t.kind == "group_state_change"
-                     and t.new == "Reconciling"]
-    assert "client g2-slow-member" in (reconciling.detail or ""), reconciling
+    [reconciling_row] = [t for t in history_rows(mon, CLUSTER) if t.group == group and t.kind == "group_state_change"
+                         and t.new == "Reconciling"]
+    assert "client g2-slow-member" in (reconciling_row.detail or ""), reconciling_row
 
 
 MEMBER = """
