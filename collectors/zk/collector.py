@@ -181,7 +181,7 @@ class ZkCollector:
         for path in self._tree.roots():
             rnd.follow(path)
         self._read(rnd)
-        events = self._tree.snapshot(uuid.uuid4().hex, reason, begun_ms, _now_ms())
+        events = self._tree.snapshot(rnd, uuid.uuid4().hex, reason, begun_ms, _now_ms())
         self._emit(events)
         self._resyncs.inc()
         log.info("snapshot (%s): %d entities, %d deleted while unwatched, %d ZooKeeper reads, %.2fs",

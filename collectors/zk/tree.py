@@ -93,6 +93,8 @@ class Round:
     todo: dict[str, None] = field(default_factory=dict)      # paths to read, in order, once each
     done: set[str] = field(default_factory=set)
     touched: dict[EntityId, None] = field(default_factory=dict)
+    # states the reads prove existed between two of them though no read saw them: (entity, state, zxid)
+    unseen: list[tuple[EntityId, Any, int]] = field(default_factory=list)
     malformed: list[tuple[Role, MalformedZnode]] = field(default_factory=list)
 
     def follow(self, path: str) -> None:
@@ -241,6 +243,8 @@ class ZkTree:
                 self._unparsed.add(path)
             return   # the previous valid read stands; the watch is armed for the next write
         previous = self._nodes.get(path)
+        if role is Role.CONTROLLER and previous is not None and previous.czxid != stat.czxid:
+            self._controller_was_gone(stat.czxid, rnd)
         self._unparsed.discard(path)
         self._absent.pop(path, None)
         self._nodes[path] = _Node(stat.czxid, stat.mzxid, stat.version, stat.mtime, value)
@@ -252,6 +256,16 @@ class ZkTree:
                     rnd.follow(self.paths.partition_state(entity.name, partition))
             for partition in before - set(value.replicas):   # Kafka never shrinks a topic; stay exact anyway
                 self._drop(self.paths.partition_state(entity.name, partition), stat.mzxid, rnd)
+
+    def _controller_was_gone(self, registered_zxid: int, rnd: Round) -> None:
+        """/controller was made again since its last read, its deletion unseen (a ZooKeeper restart
+        can hide one from the watch): the cluster was without a controller in between, a change as
+        real as the election after it. Told at the zxid before the new registration, the latest its
+        deletion can have; with the epoch of then, when the epoch read is older than the election."""
+        epoch = self._nodes.get(self.paths.controller_epoch)
+        before = epoch if epoch is not None and epoch.mzxid < registered_zxid else None
+        rnd.unseen.append((EntityId("controller"), self._state(EntityId("controller"), [None, before]),
+                           registered_zxid - 1))
 
     def on_absent(self, path: str, zxid: int, rnd: Round) -> None:
         """A znode read with WATCH_CREATE is missing; ``zxid`` is at or after its deletion."""
@@ -308,20 +322,27 @@ class ZkTree:
 
     # ------------------------------------------------------------------ events
     def changes(self, rnd: Round, now_ms: int) -> list[Event]:
-        """One event per entity the round changed; unchanged re-reads give nothing."""
-        return [e for entity in rnd.touched if (e := self._event(entity, now_ms, None)) is not None]
+        """The states the round proves unseen, then one event per entity it changed; unchanged
+        re-reads give nothing."""
+        return [*self._unseen(rnd, now_ms),
+                *(e for entity in rnd.touched if (e := self._event(entity, now_ms, None)) is not None)]
 
-    def snapshot(self, snapshot_id: str, reason: str, begun_ms: int, now_ms: int) -> list[Event]:
-        """Begin marker (observed when the reads began), every entity's state, deletions of
-        published entities now gone, end marker."""
+    def snapshot(self, rnd: Round, snapshot_id: str, reason: str, begun_ms: int, now_ms: int) -> list[Event]:
+        """The states the round proves unseen (before the snapshot: they are older than it), begin
+        marker (observed when the reads began), every entity's state, deletions of published
+        entities now gone, end marker."""
         current = {EntityId("controller")} | {self.classify(path)[1] for path in self._nodes}
         events = [self._event(e, now_ms, snapshot_id) for e in sorted(current | set(self._published), key=_order)]
         upserts = [e for e in events if e is not None and e.op == "upsert"]
         deletes = [e for e in events if e is not None and e.op == "delete"]
         newest = max((e.zxid or 0 for e in upserts + deletes), default=None)
         end = SnapshotMarker(snapshot_id, reason, len(upserts), begun_ms)
-        return [self._marker("snapshot_begin", SnapshotMarker(snapshot_id, reason), begun_ms, None),
+        return [*self._unseen(rnd, now_ms),
+                self._marker("snapshot_begin", SnapshotMarker(snapshot_id, reason), begun_ms, None),
                 *upserts, *deletes, self._marker("snapshot_end", end, now_ms, newest)]
+
+    def _unseen(self, rnd: Round, now_ms: int) -> list[Event]:
+        return [self._envelope(entity, "upsert", now_ms, state, zxid, None, None) for entity, state, zxid in rnd.unseen]
 
     def _event(self, entity: EntityId, now_ms: int, snapshot_id: str | None) -> Event | None:
         parts = self._parts(entity)

@@ -154,7 +154,7 @@ def _follow(tree: ZkTree, zk: FakeZk, path: str) -> tuple[list[Event], Round]:
 
 
 def _states(tree: ZkTree) -> list[tuple[str, str, Any]]:
-    return [(e.entity, e.op, e.data) for e in tree.snapshot("s", "check", 1, 2)[1:-1]]
+    return [(e.entity, e.op, e.data) for e in tree.snapshot(Round(full=True), "s", "check", 1, 2)[1:-1]]
 
 
 # ------------------------------------------------------------------ listing

@@ -99,7 +99,7 @@ def snapshot(tree: ZkTree, zk: FakeZk) -> list[Event]:
     for path in tree.roots():
         rnd.follow(path)
     zk.read(tree, rnd)
-    return tree.snapshot("s1", "start", 1, 2)
+    return tree.snapshot(rnd, "s1", "start", 1, 2)
 
 
 def follow(tree: ZkTree, zk: FakeZk, *paths: str) -> tuple[list[Event], Round]:
@@ -241,6 +241,31 @@ def test_controller_gone_is_a_state_with_the_deletion_zxid(tree: ZkTree, zk: Fak
     [event], _ = follow(tree, zk, "/kafka/controller")
     assert (event.op, event.data) == ("upsert", ControllerState(-1, 3))
     assert event.zxid == zk.zxid   # the chroot's pzxid: the deletion itself
+
+
+def test_controller_made_again_unseen_tells_the_spell_without_one_first(tree: ZkTree, zk: FakeZk) -> None:
+    # ZooKeeper restarted: the controller's session ended and another broker was elected, the
+    # deletion never notified; the next read finds a new registration (another czxid)
+    zk.delete("/kafka/controller")
+    gone = zk.zxid
+    zk.set("/kafka/controller", {"version": 1, "brokerid": 2, "timestamp": "1700000009000"})
+    zk.set("/kafka/controller_epoch", b"4")
+    events, _ = follow(tree, zk, "/kafka/controller", "/kafka/controller_epoch")
+    assert [(e.data.broker_id, e.data.epoch) for e in events] == [(-1, 3), (2, 4)]
+    assert gone <= events[0].zxid < zk.nodes["/kafka/controller"][1] < events[1].zxid
+    # the same, seen by a resync: before its snapshot, which it precedes
+    zk.delete("/kafka/controller")
+    zk.set("/kafka/controller", {"version": 1, "brokerid": 2, "timestamp": "1700000019000"})
+    events = snapshot(tree, zk)
+    assert events[0].data == ControllerState(-1, 4) and events[0].snapshot_id is None
+    assert events[1].kind == "snapshot_begin"
+    # a registration read again, or after its deletion was seen, tells nothing more
+    assert follow(tree, zk, "/kafka/controller")[0] == []
+    zk.delete("/kafka/controller")
+    follow(tree, zk, "/kafka/controller")
+    zk.set("/kafka/controller", {"version": 1, "brokerid": 1, "timestamp": "1700000029000"})
+    [event], _ = follow(tree, zk, "/kafka/controller")
+    assert event.data.broker_id == 1
 
 
 def test_malformed_znode_keeps_last_state_and_is_reported(tree: ZkTree, zk: FakeZk) -> None:
