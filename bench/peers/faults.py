@@ -33,6 +33,10 @@ STALL_S = 11.0         # SIGSTOP: past replica.lag.time.max.ms (5 s), short of t
 # KRaft (KRAFT_PROFILE): past replica.lag.time.max.ms (4 s; the leader checks every 2 s), short of the
 # broker session (9 s from the last heartbeat, sent every 2 s: 7 s from the stop at the earliest)
 STALL_KRAFT_S = 6.5
+# a restarted broker serves again (ZooKeeper: registered; KRaft: caught up and unfenced) within this:
+# seconds on an idle machine, but a KRaft node restarted with the agent on a loaded one took 54 s to
+# register, past the stack's 90 s default once its JVM had waited 37 s to start
+RESTART_S = 300.0
 STUCK_CAP_S = 270.0    # a held rebalance: kmon's alert needs 180 s in the state; the member's poll interval is 300 s
 LAG_CAP_S = 900.0      # a stalled consumer: kmon's alert needs lag > 5 min for 5 min
 
@@ -222,7 +226,7 @@ def follower_kill(ctx: Ctx) -> FaultRun:
     run.moment = time.time()
     ctx.stack.kill_broker(victim)
     _hold_after(ctx, lambda: _gone(ctx, victim), f"broker {victim}: {ctx.gone()}")
-    ctx.stack.start_broker(victim)
+    ctx.stack.start_broker(victim, RESTART_S)
     wait_whole(ctx, run.name)
     return run
 
@@ -234,7 +238,7 @@ def controller_kill(ctx: Ctx) -> FaultRun:
     run.moment = time.time()
     ctx.stack.kill_broker(victim)
     _hold_after(ctx, lambda: ctx.controller() not in (-1, victim), "a new controller")
-    ctx.stack.start_broker(victim)
+    ctx.stack.start_broker(victim, RESTART_S)
     wait_whole(ctx, run.name)
     return run
 
@@ -247,7 +251,7 @@ def controller_flapping(ctx: Ctx, kills: int = 3) -> FaultRun:
         victim = ctx.victim([ctx.active_controller()])
         ctx.stack.kill_broker(victim)
         wait(lambda: ctx.controller() not in (-1, victim), 120, "a new controller", interval=0.2)
-        ctx.stack.start_broker(victim)
+        ctx.stack.start_broker(victim, RESTART_S)
     time.sleep(HOLD_S)
     wait_whole(ctx, run.name)
     return run
@@ -265,7 +269,7 @@ def leader_kill(ctx: Ctx) -> FaultRun:
     run.moment = time.time()
     ctx.stack.kill_broker(victim)
     _hold_after(ctx, lambda: _gone(ctx, victim), f"broker {victim}: {ctx.gone()}")
-    ctx.stack.start_broker(victim)
+    ctx.stack.start_broker(victim, RESTART_S)
     wait_whole(ctx, run.name)
     time.sleep(HOLD_S)
     wait(lambda: _balanced(ctx), 120, "a preferred election restoring every leader", interval=3)
@@ -304,7 +308,7 @@ def min_isr(ctx: Ctx) -> FaultRun:
     run.moment = time.time()
     ctx.stack.kill_broker(victim)
     _hold_after(ctx, lambda: _gone(ctx, victim), f"broker {victim}: {ctx.gone()}")
-    ctx.stack.start_broker(victim)
+    ctx.stack.start_broker(victim, RESTART_S)
     wait_whole(ctx, run.name)
     _delete_topic(ctx, topic)
     return run
@@ -327,10 +331,10 @@ def unclean_election(ctx: Ctx) -> FaultRun:
     ctx.stack.kill_broker(leader)
     wait(lambda: state()["leader"] == -1, 120, "the partition offline", interval=0.2)
     time.sleep(HOLD_S)
-    ctx.stack.start_broker(follower)
+    ctx.stack.start_broker(follower, RESTART_S)
     wait(lambda: state()["leader"] == follower, 120, "the unclean election", interval=0.2)
     run.notes.append(f"offline from the leader's kill for {time.time() - run.moment:.0f} s, until the unclean election")
-    ctx.stack.start_broker(leader)
+    ctx.stack.start_broker(leader, RESTART_S)
     wait_whole(ctx, run.name)
     _delete_topic(ctx, topic)
     return run
