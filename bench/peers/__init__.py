@@ -130,7 +130,7 @@ def _controller_watch(stack: LocalStack, kraft: bool) -> Iterator[controllers.Co
     if not kraft:
         yield None
         return
-    with controllers.ControllerWatch(stack, KAFKA_CLUSTER) as watch:
+    with controllers.ControllerWatch(stack, KAFKA_CLUSTER, stack.dir / "logs" / "peers-controllers.jsonl") as watch:
         yield watch
 
 

@@ -13,9 +13,12 @@ answer with no epoch step between its two answers is one that no election made.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -106,11 +109,12 @@ def rows(samples: list[Sample], phases: list[Phase]) -> list[dict]:
 
 
 class ControllerWatch:
-    """Samples the three answers every POLL_S in a thread of its own until the block ends."""
+    """Samples the three answers every POLL_S in a thread of its own until the block ends, each also
+    a JSON line in ``record`` as it is taken (what a run that dies on the way leaves behind)."""
 
-    def __init__(self, stack: LocalStack, cluster: str) -> None:
+    def __init__(self, stack: LocalStack, cluster: str, record: Path) -> None:
         assert stack.state
-        self.stack, self.cluster, self.stream_port = stack, cluster, stack.state.stream_port
+        self.stack, self.cluster, self.stream_port, self.record = stack, cluster, stack.state.stream_port, record
         self.admin = AdminClient({"bootstrap.servers": stack.state.bootstrap_servers, "log_level": 0})
         self.samples: list[Sample] = []
         self._stop = threading.Event()
@@ -125,10 +129,14 @@ class ControllerWatch:
         self._thread.join(15)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            began = time.time()
-            self.samples.append(Sample(began, self._answered(), *self._quorum(), self._kmon()))
-            self._stop.wait(max(0.0, POLL_S - (time.time() - began)))
+        with open(self.record, "a") as record:
+            while not self._stop.is_set():
+                began = time.time()
+                sample = Sample(began, self._answered(), *self._quorum(), self._kmon())
+                self.samples.append(sample)
+                record.write(json.dumps(dataclasses.asdict(sample)) + "\n")
+                record.flush()
+                self._stop.wait(max(0.0, POLL_S - (time.time() - began)))
 
     def _answered(self) -> int | None:
         try:
