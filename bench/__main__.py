@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from bench import failover, groups, idle, kraft, peers, plot, scrape, soak, stream, zk
-from bench.peers.faults import FAULTS
+from bench.peers.faults import FAULTS, NOT_ON_KRAFT
 from streaming.app import StreamConfig
 
 
@@ -56,7 +56,11 @@ def main() -> int:
                    help="the stream apps' trigger interval (s)")
     pe = sub.add_parser("peers", help="kmon beside Kafka's JMX metrics with Strimzi-style alerts and Burrow: the same "
                                       "faults, fault -> alert seconds, false alerts, cost at 1k and 10k partitions")
-    pe.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated, in order (default: all): {', '.join(FAULTS)}")
+    pe.add_argument("--faults", help=f"comma-separated, in order (default: all, but those a KRaft cluster cannot "
+                                     f"stage with --kraft): {', '.join(FAULTS)}")
+    pe.add_argument("--kraft", action="store_true", help="a KRaft cluster (Kafka 4, three nodes each broker and "
+                                                         "controller) with the peer's KRaft-era rules, no Burrow, and "
+                                                         "the controller as DescribeCluster names it beside the quorum")
     pe.add_argument("--sizes", default="1000,10000", help="partition counts to measure each system's cost at, after "
                                                          "the faults ('' for none)")
     pe.add_argument("--baseline", type=float, default=120.0, help="quiet seconds on the healthy cluster first")
@@ -110,12 +114,15 @@ def main() -> int:
             log(f"PROBLEM: {problem}")
         return 0 if verdict.ok else 1
     elif args.what == "peers":
-        chosen = [f for f in args.faults.split(",") if f]
+        default = [f for f in FAULTS if not (args.kraft and f in NOT_ON_KRAFT)]
+        chosen = default if args.faults is None else [f for f in args.faults.split(",") if f]
         unknown = [f for f in chosen if f not in FAULTS]
         if unknown:
             p.error(f"--faults: unknown {unknown}; known: {', '.join(FAULTS)}")
+        if args.kraft and (refused := [f for f in chosen if f in NOT_ON_KRAFT]):
+            p.error(f"--faults: {refused[0]} not with --kraft: {NOT_ON_KRAFT[refused[0]]}")
         tables = peers.run(chosen, [int(n) for n in args.sizes.split(",") if n],
-                           args.baseline, args.quiet, log, args.workdir)
+                           args.baseline, args.quiet, log, args.workdir, args.kraft)
         for name, rows in tables.items():
             if rows:
                 print(f"\n{name}\n\n{_table(rows)}")

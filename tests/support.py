@@ -143,15 +143,16 @@ def reassign(stack: LocalStack, topic: str, partition: int, replicas: list[int])
     assert not error and not errors, (error_name(error), message, errors)
 
 
-def quorum(stack: LocalStack) -> QuorumInfo:
-    """The quorum as its leader describes it (any controller answers who leads)."""
+def quorum(stack: LocalStack, timeout: float = 5) -> QuorumInfo:
+    """The quorum as its leader describes it (any controller answers who leads); ``timeout``: seconds
+    each controller gets to answer (a stopped one accepts the connection and never answers)."""
     from collectors.kraft import wire
     from collectors.kraft.connection import ClientSecurity, Connection
     assert stack.state
     for address in stack.state.controllers.split(","):
         host, _, port = address.rpartition(":")
         try:
-            with Connection(host, int(port), ClientSecurity(), 5, "test") as conn:
+            with Connection(host, int(port), ClientSecurity(), timeout, "test") as conn:
                 info = wire.parse_describe_quorum(conn.call(wire.API_DESCRIBE_QUORUM, wire.DESCRIBE_QUORUM_VERSION,
                                                             wire.describe_quorum_request()))
         except OSError:

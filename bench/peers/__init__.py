@@ -10,6 +10,12 @@ Then a quiet baseline, the scripted faults one after the other (faults.py), each
 the alerts settling and a quiet period, and the cost of each system at growing sizes. Every
 alert instance and Burrow status is recorded from outside (watch.py); report.py attributes
 them to the fault or quiet period in which they began.
+
+``--kraft``: the monitored cluster is a KRaft cluster instead (Kafka 4, three nodes each broker and
+controller, KRAFT_PROFILE), the peer's rules and alerts its KRaft-era ones (jmx-exporter-kraft.yaml,
+alerts-kraft.yml), no Burrow (1.2.1 keeps its own coordination in ZooKeeper), and one more table:
+the controller as the Admin API names it, beside the quorum's elections and kmon's count of
+controller changes (controllers.py).
 """
 from __future__ import annotations
 
@@ -18,19 +24,20 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from bench.support.measure import metric_sum, wait
-from bench.peers import cost, faults, report
-from bench.peers.parts import KAFKA_CLUSTER, burrow, get_json, jmx_agent_option, peer_tools, prometheus
-from bench.peers.watch import Recorder
+from bench.peers import controllers, cost, faults, report
+from bench.peers.parts import (KAFKA_CLUSTER, PeerTools, burrow, get_json, jmx_agent_option, peer_tools,
+                               prometheus)
+from bench.peers.watch import BURROW, SYSTEMS, Recorder
 from cli.monitor import MonitorOptions, start_monitor
 from kmon.toolchain import find_toolchain
 from stack import configs
-from stack.local import LocalStack, StackRequest
+from stack.local import LocalStack, StackRequest, collector_sources
 from stack.process import free_port
 
 BROKERS = 3
@@ -38,32 +45,47 @@ BROKERS = 3
 # a death (STALL_S); ZooKeeper's tick of 1 s lets it grant up to 20 s. 1 GB heaps for 10k partitions.
 PROFILE = configs.Profile(zk_tick_ms=1000, zk_session_timeout_ms=18000, replica_lag_time_max_ms=5000,
                           broker_heap="1g", extra_broker_props=configs.Profile.fast().extra_broker_props)
+# KRaft: Kafka's own failure detection (a broker fenced 9 s after its last heartbeat, sent every 2 s;
+# a voter calls an election 2 s after it last heard from the quorum's leader, an election times out
+# after 1 s: Kafka's defaults), replica.lag.time.max.ms 4 s so that a SIGSTOP can outlast it and not
+# the broker session (STALL_KRAFT_S), 1 GB heaps as above, and the controller undoing no election
+# the faults make (auto.leader.rebalance off, as in PROFILE).
+KRAFT_PROFILE = configs.KraftProfile(broker_session_timeout_ms=9000, broker_heartbeat_interval_ms=2000,
+                                     election_timeout_ms=1000, fetch_timeout_ms=2000, replica_lag_time_max_ms=4000,
+                                     node_heap="1g", extra_props={"auto.leader.rebalance.enable": "false"})
 # alerts that stay firing for their window (10 min) after what they count: not waited out
 WINDOWED = {"ControllerFlapping", "UncleanLeaderElection", "ConsumerGroupRebalanceStorm", "IsrShrinking"}
 SETTLE_CAP_S = 240.0
 
 
 def run(chosen: list[str], sizes: list[int], baseline_s: float, quiet_s: float, progress: Callable[[str], None],
-        workdir: Path | None = None) -> dict[str, list[dict]]:
-    """``workdir``: where the stack and every log go, kept afterwards (default: a temporary directory)."""
+        workdir: Path | None = None, kraft: bool = False) -> dict[str, list[dict]]:
+    """``workdir``: where the stack and every log go, kept afterwards (default: a temporary directory);
+    ``kraft``: the monitored cluster in KRaft mode (see the module's docstring)."""
+    if kraft and (refused := [f for f in chosen if f in faults.NOT_ON_KRAFT]):
+        raise ValueError(f"not on a KRaft cluster: {refused[0]}: {faults.NOT_ON_KRAFT[refused[0]]}")
     toolchain = find_toolchain()
-    tools = peer_tools(toolchain.cache, progress)
+    tools = peer_tools(toolchain.cache, progress, with_burrow=not kraft)
     agent_ports = {b: free_port() for b in range(1, BROKERS + 1)}
     with contextlib.ExitStack() as keep:
         root = workdir or Path(keep.enter_context(tempfile.TemporaryDirectory(prefix="kmon-bench-peers-")))
         stack = LocalStack(root / "stack", toolchain, die_with_parent=True)
-        progress(f"logs in {stack.dir / 'logs'} and {stack.dir / 'burrow'}")
-        progress("starting the cluster (3 brokers, each with the JMX exporter agent) and kmon's events cluster")
+        progress(f"logs in {stack.dir / 'logs'}" + ("" if kraft else f" and {stack.dir / 'burrow'}"))
+        progress(f"starting the cluster (3 {'KRaft nodes, each broker and controller' if kraft else 'brokers'}, each "
+                 "with the JMX exporter agent) and kmon's events cluster")
         stack.up(StackRequest(brokers=BROKERS, prometheus=False, events_cluster=True, profile=PROFILE,
-                              broker_jvm_options=lambda b: [jmx_agent_option(tools, agent_ports[b])]))
+                              kraft=kraft, kraft_profile=KRAFT_PROFILE,
+                              broker_jvm_options=lambda b: [jmx_agent_option(tools, agent_ports[b], kraft)]))
         try:
-            progress("starting kmon as `kmon run` does: both collectors and the stream app")
+            progress(f"starting kmon as `kmon run` does: both collectors ({', '.join(collector_sources(kraft))}) "
+                     "and the stream app")
             start_monitor(stack, MonitorOptions(cluster=KAFKA_CLUSTER))
-            with prometheus(stack, agent_ports) as prom, burrow(stack, tools) as (burrow_url, burrow_proc), \
-                    Recorder(prom, burrow_url) as recorder:
+            with prometheus(stack, agent_ports) as prom, _burrow(stack, tools, kraft) as (burrow_url, burrow_pid), \
+                    Recorder(prom, burrow_url) as recorder, _controller_watch(stack, kraft) as watch:
                 assert stack.state
                 ctx = faults.Ctx(stack, AdminClient({"bootstrap.servers": stack.state.bootstrap_servers, "log_level": 0}),
                                  recorder, progress)
+                systems = tuple(s for s in SYSTEMS if s != BURROW or not kraft)
                 _wait_ready(ctx, prom)
                 phases = [_quiet(baseline_s, "baseline", progress)]
                 for name in chosen:
@@ -75,17 +97,41 @@ def run(chosen: list[str], sizes: list[int], baseline_s: float, quiet_s: float, 
                     progress(f"  {done.what}: {time.time() - began:.0f} s" + "".join(f"; {n}" for n in done.notes))
                     phases.append(_quiet(quiet_s, f"after {name}", progress))
                 alerts, groups = recorder.recorded(), dict(recorder.groups)
-                tables = {"faults": report.fault_rows(phases, alerts, groups),
-                          "quiet": report.quiet_rows(phases, alerts, groups)}
+                tables = {"faults": report.fault_rows(phases, alerts, groups, systems),
+                          "quiet": report.quiet_rows(phases, alerts, groups, systems)}
+                if watch is not None:
+                    tables["controllers"] = controllers.rows(list(watch.samples), phases)
                 if recorder.errors:
                     progress(f"{len(recorder.errors)} polls failed, the first: {recorder.errors[:3]}")
                 # the faults' figures first, so that a cost phase that breaks (a machine too small for
                 # the biggest size) loses nothing of them
                 progress(f"faults done: {json.dumps(tables)}")
-                tables["cost"] = _costs(ctx, prom, agent_ports, burrow_proc.pid, sizes, progress)
+                tables["cost"] = _costs(ctx, prom, agent_ports, burrow_pid, sizes, progress)
         finally:
             stack.down(timeout=10)
     return tables
+
+
+@contextlib.contextmanager
+def _burrow(stack: LocalStack, tools: PeerTools, kraft: bool) -> Iterator[tuple[str | None, int | None]]:
+    """Burrow's URL and pid, (None, None) on a KRaft cluster: Burrow 1.2.1 needs ZooKeeper for its
+    own coordination (its [zookeeper] section), which a KRaft cluster has none of."""
+    if kraft:
+        yield None, None
+        return
+    with burrow(stack, tools) as (url, proc):
+        yield url, proc.pid
+
+
+@contextlib.contextmanager
+def _controller_watch(stack: LocalStack, kraft: bool) -> Iterator[controllers.ControllerWatch | None]:
+    """The controller asked three ways through the run (KRaft only: in ZooKeeper mode the Admin API
+    names /controller's broker, which is the controller)."""
+    if not kraft:
+        yield None
+        return
+    with controllers.ControllerWatch(stack, KAFKA_CLUSTER, stack.dir / "logs" / "peers-controllers.jsonl") as watch:
+        yield watch
 
 
 def _wait_ready(ctx: faults.Ctx, prom: str) -> None:
@@ -116,7 +162,7 @@ def _settle(ctx: faults.Ctx) -> None:
         ctx.progress(f"  still active after {SETTLE_CAP_S:g} s: {', '.join(still)}")
 
 
-def _costs(ctx: faults.Ctx, prom: str, agent_ports: dict[int, int], burrow_pid: int, sizes: list[int],
+def _costs(ctx: faults.Ctx, prom: str, agent_ports: dict[int, int], burrow_pid: int | None, sizes: list[int],
            progress: Callable[[str], None]) -> list[dict]:
     state = ctx.stack.state
     assert state
@@ -128,9 +174,10 @@ def _costs(ctx: faults.Ctx, prom: str, agent_ports: dict[int, int], burrow_pid: 
             partitions = cost.grow(ctx, size, progress) if size else sum(
                 len(t.partitions) for t in ctx.admin.list_topics(timeout=60).topics.values())
             progress(f"cost at {partitions} partitions")
-            pids = {"kmon": [state.components[n].pid for n in ("stream", "collector-zk", "collector-groups")],
+            pids = {"kmon": [state.components[n].pid for n in
+                             ("stream", *(f"collector-{c}" for c in collector_sources(state.kraft)))],
                     "brokers": [state.components[f"broker-{b}"].pid for b in ctx.stack.broker_ids()],
-                    "burrow": [burrow_pid]}
+                    **({"burrow": [burrow_pid]} if burrow_pid is not None else {})}
             rows += cost.measure(ctx, prom, kmon_urls, agent_urls, pids,
                                  lambda: metric_sum(state.stream_port, "kmon_partitions", cluster=KAFKA_CLUSTER),
                                  partitions)

@@ -88,7 +88,7 @@ def _prom(prometheus: str, query: str) -> float | None:
 
 def measure(ctx: Ctx, prometheus: str, kmon_urls: list[str], agent_urls: list[str], pids: dict[str, list[int]],
             kmon_partitions: Callable[[], float], partitions: int) -> list[dict]:
-    """One row per system at the cluster's present size (``partitions``)."""
+    """One row per system at the cluster's present size (``partitions``); Burrow's where ``pids`` has it."""
     wait(lambda: kmon_partitions() >= partitions, 600, f"kmon showing {partitions} partitions", interval=2)
     time.sleep(2 * WINDOW_S / 3)   # Prometheus' view of the scrapes at this size
     k, j = scrape_all(kmon_urls), scrape_all(agent_urls)
@@ -106,7 +106,7 @@ def measure(ctx: Ctx, prometheus: str, kmon_urls: list[str], agent_urls: list[st
                 "prom_scrape_s": _prom(prometheus, f'max(avg_over_time(scrape_duration_seconds{{job="{JMX_JOB}"}}[1m]))')}
     prom_kmon = {"up_min_1m": _prom(prometheus, 'min(min_over_time(up{job=~"kmon-.*"}[1m]))'),
                  "prom_scrape_s": _prom(prometheus, 'max(avg_over_time(scrape_duration_seconds{job=~"kmon-.*"}[1m]))')}
-    return [
+    rows = [
         {"partitions": partitions, "system": KMON, "series": k.series, "scrape_bytes": k.bytes, "scrape_s": k.seconds,
          **prom_kmon, "cpu_cores": cores[KMON], "rss_mb": rss[KMON],
          "note": "collectors + stream app (driver, Spark JVM, Python workers)"},
@@ -114,7 +114,9 @@ def measure(ctx: Ctx, prometheus: str, kmon_urls: list[str], agent_urls: list[st
          **prom_jmx, "cpu_cores": per_scrape / 2.0, "rss_mb": rss["brokers"],
          "note": f"3 agents; CPU: {per_scrape:.2f} CPU-s per scrape of all agents, at one scrape per 2 s; "
                  "RSS: the brokers' JVMs with their agents"},
-        {"partitions": partitions, "system": BURROW, "series": None, "scrape_bytes": None, "scrape_s": None,
-         "up_min_1m": None, "prom_scrape_s": None, "cpu_cores": cores[BURROW], "rss_mb": rss[BURROW],
-         "note": "no Prometheus endpoint in 1.2.1"},
     ]
+    if BURROW in pids:   # not on a KRaft cluster
+        rows.append({"partitions": partitions, "system": BURROW, "series": None, "scrape_bytes": None,
+                     "scrape_s": None, "up_min_1m": None, "prom_scrape_s": None, "cpu_cores": cores[BURROW],
+                     "rss_mb": rss[BURROW], "note": "no Prometheus endpoint in 1.2.1"})
+    return rows

@@ -1,9 +1,11 @@
 """The peers' parts: where their binaries come from, how they are configured and started.
 
 - Prometheus' JMX exporter, as a Java agent in every monitored broker (its rules:
-  jmx-exporter.yaml beside this file), scraped by the same Prometheus as kmon and
-  evaluated with the peer's alert rules (alerts.yml beside this file);
-- Burrow, Debian's package, watching the same cluster's consumer groups.
+  jmx-exporter.yaml beside this file; jmx-exporter-kraft.yaml on a KRaft cluster), scraped by
+  the same Prometheus as kmon and evaluated with the peer's alert rules (alerts.yml; on a KRaft
+  cluster alerts-kraft.yml);
+- Burrow, Debian's package, watching the same cluster's consumer groups (ZooKeeper mode only:
+  Burrow 1.2.1 keeps its own coordination in ZooKeeper, which a KRaft cluster does not have).
 
 Both are fetched on first use into the cache (the jar) or the system (the Debian package),
 like deploy/install.sh does for kmon's own parts.
@@ -30,10 +32,12 @@ from stack.process import Spawned, free_port, wait_until
 HERE = Path(__file__).parent
 JMX_RULES = HERE / "jmx-exporter.yaml"
 PEER_ALERTS = HERE / "alerts.yml"
+JMX_RULES_KRAFT = HERE / "jmx-exporter-kraft.yaml"
+PEER_ALERTS_KRAFT = HERE / "alerts-kraft.yml"
 # 1.0.1 is the newest jmx_prometheus_javaagent Maven Central serves here (1.1.0+ do not resolve)
 JMX_AGENT = ("io.prometheus.jmx", "jmx_prometheus_javaagent", "1.0.1")
 KAFKA_CLUSTER = "bench"   # the name both systems report the monitored cluster under
-PEER_GROUP = "peer-kafka-jmx"   # the peer's rule group in alerts.yml
+PEER_GROUP = "peer-kafka-jmx"   # the peer's rule group in alerts.yml and alerts-kraft.yml
 JMX_JOB = "kafka-jmx"
 
 
@@ -43,9 +47,9 @@ class PeerTools:
     jmx_agent: Path
 
 
-def peer_tools(cache: Path, progress: Callable[[str], None]) -> PeerTools:
-    """Burrow and the JMX exporter agent, installed if missing (idempotent)."""
-    if shutil.which("Burrow") is None:
+def peer_tools(cache: Path, progress: Callable[[str], None], with_burrow: bool = True) -> PeerTools:
+    """Burrow (unless ``with_burrow`` is false) and the JMX exporter agent, installed if missing (idempotent)."""
+    if with_burrow and shutil.which("Burrow") is None:
         progress("installing Debian's burrow package (the peer for consumer lag)")
         sudo = [] if os.geteuid() == 0 else ["sudo"]
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
@@ -64,19 +68,20 @@ def peer_tools(cache: Path, progress: Callable[[str], None]) -> PeerTools:
     return PeerTools(shutil.which("Burrow") or "Burrow", jar)
 
 
-def jmx_agent_option(tools: PeerTools, port: int) -> str:
-    """The broker JVM option that starts the exporter on ``port``."""
-    return f"-javaagent:{tools.jmx_agent}=127.0.0.1:{port}:{JMX_RULES}"
+def jmx_agent_option(tools: PeerTools, port: int, kraft: bool = False) -> str:
+    """The broker JVM option that starts the exporter on ``port`` with the rules of the cluster's mode."""
+    return f"-javaagent:{tools.jmx_agent}=127.0.0.1:{port}:{JMX_RULES_KRAFT if kraft else JMX_RULES}"
 
 
-def prometheus_config(stream_port: int, collector_ports: list[int], agent_ports: dict[int, int]) -> str:
+def prometheus_config(stream_port: int, collector_ports: list[int], agent_ports: dict[int, int],
+                      kraft: bool = False) -> str:
     """kmon's Prometheus configuration (its targets and rules, as `kmon run` writes it) plus the
-    brokers' agents as one more job and the peer's rules: one Prometheus, one scrape and
-    evaluation interval for both."""
+    brokers' agents as one more job and the peer's rules of the cluster's mode: one Prometheus,
+    one scrape and evaluation interval for both."""
     cfg = yaml.safe_load(configs.prometheus_config(
         [f"127.0.0.1:{stream_port}"], [f"127.0.0.1:{p}" for p in collector_ports],
         "127.0.0.1:9"))   # the bench reads alerts from Prometheus itself, no Alertmanager
-    cfg["rule_files"].append(str(PEER_ALERTS))
+    cfg["rule_files"].append(str(PEER_ALERTS_KRAFT if kraft else PEER_ALERTS))
     cfg["scrape_configs"].append({
         "job_name": JMX_JOB,
         "static_configs": [{"targets": [f"127.0.0.1:{port}"],
@@ -92,7 +97,7 @@ def prometheus(stack: LocalStack, agent_ports: dict[int, int]) -> Iterator[str]:
     cfg = stack.dir / "peers-prometheus.yml"
     assert stack.state
     cfg.write_text(prometheus_config(stack.state.stream_port, list(stack.state.collector_ports.values()),
-                                     agent_ports))
+                                     agent_ports, stack.state.kraft))
     argv = [stack.tools.prometheus, f"--config.file={cfg}", f"--storage.tsdb.path={stack.dir / 'peers-prometheus'}",
             f"--web.listen-address=127.0.0.1:{port}"]
     with process(argv, stack.dir / "logs" / "peers-prometheus.log", str(cfg)):

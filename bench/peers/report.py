@@ -30,13 +30,15 @@ def _names(system: str, alerts: list[Alert], culprit: dict[str, str]) -> bool | 
     return any(a.labels.get(key) == value for a in alerts for key, value in culprit.items())
 
 
-def fault_rows(phases: list[Phase], alerts: list[Alert], groups: dict[str, BurrowStatus]) -> list[dict]:
+def fault_rows(phases: list[Phase], alerts: list[Alert], groups: dict[str, BurrowStatus],
+               systems: tuple[str, ...] = SYSTEMS) -> list[dict]:
+    """A row per fault and system of ``systems`` (Burrow's only for a fault that names a group)."""
     rows = []
     for phase in (p for p in phases if p.run is not None):
         run = phase.run
         assert run is not None
         culprit = ", ".join(f"{k} {v}" for k, v in run.culprit.items()) or "the cluster"
-        for system in SYSTEMS:
+        for system in systems:
             if system == BURROW:
                 group = run.culprit.get("group")
                 if group is None:
@@ -59,15 +61,18 @@ def fault_rows(phases: list[Phase], alerts: list[Alert], groups: dict[str, Burro
     return rows
 
 
-def quiet_rows(phases: list[Phase], alerts: list[Alert], groups: dict[str, BurrowStatus]) -> list[dict]:
-    """Alerts that began while the cluster was healthy: false alarms."""
+def quiet_rows(phases: list[Phase], alerts: list[Alert], groups: dict[str, BurrowStatus],
+               systems: tuple[str, ...] = SYSTEMS) -> list[dict]:
+    """Alerts that began while the cluster was healthy: false alarms, per system of ``systems``."""
     quiet = [p for p in phases if p.run is None]
     rows = []
-    for system in (KMON, JMX):
+    for system in (s for s in (KMON, JMX) if s in systems):
         false = [a for a in alerts if a.system == system and a.fired_at is not None
                  and any(_in(p, a.active_at) for p in quiet)]
         rows.append({"system": system, "quiet_s": round(sum(p.end - p.start for p in quiet)),
                      "false_alerts": len(false), "which": ", ".join(a.describe() for a in false) or "none"})
+    if BURROW not in systems:
+        return rows
     burrow_false = [f"{g}: {s}" for g, st in groups.items() for t, s in st.changes
                     if s not in HEALTHY and any(_in(p, t) for p in quiet)]
     rows.append({"system": BURROW, "quiet_s": rows[0]["quiet_s"], "false_alerts": len(burrow_false),

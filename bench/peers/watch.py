@@ -1,7 +1,7 @@
 """What the systems say while the faults run, recorded from outside as an on-call person sees it.
 
 One thread polls Prometheus' rules API (kmon's and the peer's alerts, told apart by their
-rule group) and Burrow's status of the groups a fault names, twice a second, and keeps
+rule group) and Burrow's status of the groups a fault names (where Burrow runs), twice a second, and keeps
 every alert instance (pending since Prometheus' ``activeAt``, firing from the first poll
 that saw it so) and every change of a Burrow group status.
 """
@@ -48,7 +48,8 @@ def _wall(iso: str) -> float:
 
 
 class Recorder:
-    def __init__(self, prometheus: str, burrow: str) -> None:
+    def __init__(self, prometheus: str, burrow: str | None) -> None:
+        """``burrow``: its HTTP API, None where it does not run (a KRaft cluster)."""
         self.prometheus, self.burrow = prometheus, burrow
         self.alerts: dict[tuple, Alert] = {}
         self.groups: dict[str, BurrowStatus] = {}
@@ -116,6 +117,8 @@ class Recorder:
                             seen.fired_at = now
 
     def _poll_burrow(self) -> None:
+        if self.burrow is None:
+            return
         with self._lock:
             watched = list(self.groups.values())
         for status in watched:

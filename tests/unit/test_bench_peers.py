@@ -1,13 +1,20 @@
 """bench peers (issue 15): the peer's Prometheus files are valid beside kmon's, and the report
-attributes each alert to the fault or quiet period in which it began."""
+attributes each alert to the fault or quiet period in which it began; its KRaft mode (issue 34 item
+4): the peer's KRaft-era files, and the controller as DescribeCluster names it against the quorum."""
 from __future__ import annotations
 
+import re
 import subprocess
+from pathlib import Path
 
-from bench.peers.faults import FaultRun
-from bench.peers.parts import PEER_ALERTS, prometheus_config
+import yaml
+
+from bench.peers import controllers
+from bench.peers.controllers import Flaps, Sample, flaps
+from bench.peers.faults import FAULTS, NOT_ON_KRAFT, FaultRun
+from bench.peers.parts import JMX_RULES, JMX_RULES_KRAFT, PEER_ALERTS, PEER_ALERTS_KRAFT, PEER_GROUP, prometheus_config
 from bench.peers.report import Phase, fault_rows, quiet_rows
-from bench.peers.watch import Alert, BurrowStatus
+from bench.peers.watch import JMX, KMON, Alert, BurrowStatus
 from tests.tools import required_tool
 
 
@@ -50,3 +57,112 @@ def test_alerts_are_attributed_by_when_they_began_and_named_by_their_labels() ->
     assert (quiet["kmon"]["false_alerts"], quiet["kmon"]["which"]) == (1, "IsrShrinking{broker=2}")
     assert quiet["jmx"]["false_alerts"] == quiet["burrow"]["false_alerts"] == 0
     assert quiet["kmon"]["quiet_s"] == 200
+
+
+# ------------------------------------------------------------------ the KRaft mode (issue 34 item 4)
+
+def test_the_kraft_prometheus_config_loads_the_peers_kraft_rules_and_they_pass_promtool(tmp_path) -> None:
+    config = tmp_path / "prometheus.yml"
+    config.write_text(prometheus_config(9308, [9310, 9311], {1: 9401, 2: 9402}, kraft=True))
+    done = subprocess.run([required_tool("promtool"), "check", "config", str(config)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "kmon-alerts.yml" in done.stdout and PEER_ALERTS_KRAFT.name in done.stdout
+    assert str(PEER_ALERTS) not in done.stdout
+    rules = subprocess.run([required_tool("promtool"), "check", "rules", str(PEER_ALERTS_KRAFT)],
+                           capture_output=True, text=True)
+    assert rules.returncode == 0, rules.stdout + rules.stderr
+
+
+def _exported(config: Path, mbean_attribute: str) -> str | None:
+    """The name the JMX exporter gives one MBean attribute (its matching form, ``domain<key=value,
+    ...><>attribute: value``) under ``config``: the first rule whose pattern matches (unanchored,
+    as the exporter wraps it), its name with the groups filled in, lower case."""
+    for rule in yaml.safe_load(config.read_text())["rules"]:
+        m = re.match(rf"^.*(?:{rule['pattern']}).*$", mbean_attribute)
+        if m:
+            return re.sub(r"\$(\d+)", lambda g: m.group(int(g.group(1))), rule["name"]).lower()
+    return None
+
+
+def test_the_kraft_exporter_rules_name_what_the_kraft_alerts_read() -> None:
+    named = {a: _exported(JMX_RULES_KRAFT, a) for a in (
+        "kafka.controller<type=KafkaController, name=ActiveControllerCount><>Value: 1",
+        "kafka.controller<type=KafkaController, name=OfflinePartitionsCount><>Value: 0",
+        "kafka.server<type=ReplicaManager, name=UnderReplicatedPartitions><>Value: 0",
+        "kafka.server<type=ReplicaManager, name=UnderMinIsrPartitionCount><>Value: 0",
+        "kafka.server<type=raft-metrics><>current-leader: 2",
+        "kafka.server<type=raft-metrics><>current-epoch: 7",
+        "kafka.server<type=raft-metrics><>current-state: follower")}
+    assert list(named.values()) == [
+        "kafka_controller_kafkacontroller_activecontrollercount", "kafka_controller_kafkacontroller_offlinepartitionscount",
+        "kafka_server_replicamanager_underreplicatedpartitions", "kafka_server_replicamanager_underminisrpartitioncount",
+        "kafka_server_raftmetrics_current_leader", "kafka_server_raftmetrics_current_epoch",
+        "kafka_server_raftmetrics_current_state"]
+    alerts = PEER_ALERTS_KRAFT.read_text()
+    for name in list(named.values())[:4]:
+        assert name in alerts
+    assert {r["alert"] for g in yaml.safe_load(alerts)["groups"] for r in g["rules"]} == {
+        "AbnormalControllerState", "OfflinePartitions", "UnderReplicatedPartitions", "UnderMinIsrPartitionCount"}
+    assert all(r["for"] == "10s" for g in yaml.safe_load(alerts)["groups"] for r in g["rules"])
+    assert {g["name"] for g in yaml.safe_load(alerts)["groups"]} == {PEER_GROUP}   # how the recorder tells the peer
+
+
+def test_the_kraft_exporter_rules_name_yammer_metrics_as_the_zookeeper_era_rules_do() -> None:
+    kraft, zk = (yaml.safe_load(f.read_text()) for f in (JMX_RULES_KRAFT, JMX_RULES))
+    raft = [r for r in kraft["rules"] if "raft-metrics" in r["pattern"]]
+    assert kraft["rules"][len(raft):] == zk["rules"]
+    assert {k: v for k, v in kraft.items() if k != "rules"} == {k: v for k, v in zk.items() if k != "rules"}
+
+
+def test_faults_not_on_kraft_are_known_faults_with_a_reason() -> None:
+    assert set(NOT_ON_KRAFT) == {"unclean-election"} and set(NOT_ON_KRAFT) <= set(FAULTS)
+    assert all("quorum" in why for why in NOT_ON_KRAFT.values())
+
+
+def test_without_burrow_the_report_has_no_burrow_rows() -> None:
+    stuck = FaultRun("stuck rebalance", "held", {"group": "g"}, moment=305)
+    phases = [Phase("quiet baseline", 0, 100), Phase("stuck-rebalance", 300, 600, stuck)]
+    alerts = [_alert("kmon", "ConsumerGroupStuckRebalancing", 490, 490, cluster="bench", group="g")]
+    rows = fault_rows(phases, alerts, {}, (KMON, JMX))
+    assert [(r["system"], r["first_alert_s"]) for r in rows] == [("kmon", 185.0), ("jmx", None)]
+    assert [r["system"] for r in quiet_rows(phases, alerts, {}, (KMON, JMX))] == ["kmon", "jmx"]
+
+
+def _s(at: float, answered: int | None, leader: int | None, epoch: int | None, kmon: float | None = None) -> Sample:
+    return Sample(at, answered, leader, epoch, kmon)
+
+
+def test_describe_cluster_changes_are_counted_against_the_quorums_epoch() -> None:
+    samples = [
+        _s(0, 1, 3, 5, 0), _s(1, 2, 3, 5, 0),                        # before the stretch
+        _s(10, 2, 3, 5, 0),                                           # the same answer: no change
+        _s(11, 1, 3, 5, 0),                                           # another broker named, no election
+        _s(12, None, None, None, None),                               # the kill: nothing answers
+        _s(13, 3, None, None, 1),                                     # an answer, the quorum not yet described
+        _s(14, 3, 2, 7, 2),                                           # the new leader at epoch 7 (two rounds)
+        _s(15, 1, 2, 7, 2),                                           # named another: no election since 14
+        _s(16, 1, 2, 7, 2),
+        _s(20, 2, 2, 8, 3),                                           # after the stretch
+    ]
+    f = flaps(samples, 10, 20)
+    assert f == Flaps(answers=6, answer_changes=3, unelected=2, epoch_steps=2, leader_changes=1, kmon_changes=2)
+    # unelected: the changes at 11 and 15; the one at 13 came while no controller described the quorum
+    assert flaps(samples, 0, 10) == Flaps(answers=2, answer_changes=1, unelected=1, epoch_steps=0,
+                                          leader_changes=0, kmon_changes=0)
+    assert flaps(samples, 30, 40) == Flaps()
+    assert flaps([], 0, 10) == Flaps()
+
+
+def test_controller_rows_give_each_fault_and_the_quiet_stretches_together() -> None:
+    kill = FaultRun("controller kill", "SIGKILL the controller", {"broker": "3"}, moment=10)
+    phases = [Phase("quiet baseline", 0, 10), Phase("controller-kill", 10, 20, kill), Phase("quiet after", 20, 30)]
+    samples = [_s(t, 1 + t % 3, 3 if t < 12 else 2, 5 if t < 12 else 6, 0 if t < 12 else 1) for t in range(30)]
+    rows = controllers.rows(samples, phases)
+    assert [r["stretch"] for r in rows] == ["controller kill", "quiet (all)"]
+    fault, quiet = rows
+    assert (fault["describe_cluster_answers"], fault["describe_cluster_changes"], fault["of_them_with_no_election"],
+            fault["quorum_epoch_steps"], fault["quorum_leader_changes"], fault["kmon_controller_changes"]) == \
+        (10, 10, 9, 1, 1, 1)
+    assert (quiet["s"], quiet["describe_cluster_answers"], quiet["describe_cluster_changes"],
+            quiet["of_them_with_no_election"], quiet["quorum_epoch_steps"], quiet["kmon_controller_changes"]) == \
+        (20, 20, 19, 19, 0, 0)
