@@ -136,7 +136,11 @@ def test_a_missing_acl_is_one_line_naming_it(secure: LocalStack, tmp_path: Path)
             else:
                 said = tmp_path / "no-describe.log"
                 with said.open("w") as out:
-                    following = subprocess.Popen(collect_kraft(secure, first, mtls, "no-describe"), stderr=out,
+                    # every controller, as an operator gives them: without DESCRIBE, DescribeQuorum does not
+                    # name the leader's address on this listener, and a collector given one non-leader never
+                    # found it (a CI failure whenever node 1 did not lead)
+                    following = subprocess.Popen(collect_kraft(secure, secure.state.controllers_mtls, mtls,
+                                                               "no-describe"), stderr=out,
                                                  env={**os.environ, "PYTHONUNBUFFERED": "1"})
                     try:
                         eventually(lambda: "caught up with the metadata log" in said.read_text(), 60, "following")
