@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from collectors.kraft import wire
 from collectors.kraft.connection import ClientSecurity, Connection, ControllerError
 from collectors.kraft.image import SOURCE, MetadataImage
+from collectors.kraft.leader import LeaderFinder, Move
 from collectors.kraft.quorum import quorum_state
 from collectors.kraft.records import MalformedRecord, batches, decode, leader_change
 from collectors.protocol import EventSink, publish_all
@@ -82,8 +83,7 @@ class KraftCollector:
         self._resync_asked: str | None = "start"
         self._resync: _Resync | None = None
         self._pos = _Position()
-        self._leader_id, self._leader_epoch = -1, -1
-        self._endpoints: dict[int, tuple[str, int]] = {}    # node id -> its address on this listener
+        self._leader = LeaderFinder(config.controllers)
         self._conn: Connection | None = None
         self._quorum_conn: Connection | None = None
         self._next_quorum = 0.0
@@ -91,7 +91,6 @@ class KraftCollector:
         self._quorum_refused = False
         self._caught_up = False
         self._last_fetch_ok = 0.0
-        self._next_bootstrap = 0
         self._unknown_seen: set[tuple[int, int]] = set()
         self._resyncs = telemetry.metric("kmon_collector_resyncs_total", source=SOURCE)
         self._high_watermark = 0
@@ -139,7 +138,7 @@ class KraftCollector:
                 self.reachability.failed(str(e))
                 log.debug("metadata fetch failed: %s", e)
                 self._close()
-                self._forget_leader()
+                self._leader.forget()
                 self._stopping.wait(RETRY_S)
 
     def _step(self) -> None:
@@ -167,7 +166,7 @@ class KraftCollector:
 
     def _connection(self) -> Connection:
         if self._conn is None:
-            host, port = self._target()
+            host, port = self._leader.target()
             self._conn = Connection(host, port, self.config.security, self.config.timeout_s, __version__)
             for api, version in ((wire.API_FETCH, wire.FETCH_VERSION),
                                  (wire.API_FETCH_SNAPSHOT, wire.FETCH_SNAPSHOT_VERSION)):
@@ -178,49 +177,36 @@ class KraftCollector:
                                           f"API {api}: is it a KRaft controller listener of Kafka 3.7 or newer?")
         return self._conn
 
-    def _target(self) -> tuple[str, int]:
-        if self._leader_id >= 0 and self._leader_id in self._endpoints:
-            return self._endpoints[self._leader_id]
-        address = self.config.controllers[self._next_bootstrap % len(self.config.controllers)]
-        self._next_bootstrap += 1
-        return address
-
     def _close(self) -> None:
         for conn in (self._conn, self._quorum_conn):
             if conn is not None:
                 conn.close()
         self._conn = self._quorum_conn = None
 
-    def _forget_leader(self) -> None:
-        self._leader_id = -1
-
-    def _switch(self, leader: wire.LeaderAndEpoch | None, why: str) -> None:
+    def _switch(self, conn: Connection, error: int, leader: wire.LeaderAndEpoch | None, what: str) -> None:
         """Go where the answer says the leader is; raises NotLeader to fetch again from there."""
-        moved = leader is not None and leader.leader_id >= 0
-        if moved:
-            assert leader is not None
-            self._leader_epoch = max(self._leader_epoch, leader.epoch)
-            if leader.leader_id != self._leader_id:
-                self._leader_id = leader.leader_id
-                self._close()
-        else:
-            self._forget_leader()
+        move = self._leader.refused((conn.host, conn.port), error, leader)
+        log.debug("%s %s answered %s; leader now %s epoch %d: %s", conn.address, what, wire.error_name(error),
+                  self._leader.leader_id, self._leader.epoch, move.value)
+        if move is not Move.AGAIN:
             self._close()
-            self._stopping.wait(0.2)   # an election is under way
-        log.debug("%s; leader now %s epoch %d", why, self._leader_id, self._leader_epoch)
+        if (lost := self._leader.why_lost()) is not None:
+            self.reachability.explain(lost)
+        if move is Move.WAIT:
+            self._stopping.wait(0.2)   # an election under way, or a node that keeps naming a leader kmon cannot find
         raise NotLeader()
 
     def _fetch(self, conn: Connection) -> wire.FetchResult:
         conn.settimeout(self.config.timeout_s + self.config.max_wait_ms / 1000)
         # KRaft refuses a last fetched epoch above the leader epoch; one below the quorum's is answered
         # FENCED_LEADER_EPOCH with the leader and its epoch
-        epoch = max(self._leader_epoch, self._pos.epoch)
+        epoch = max(self._leader.epoch, self._pos.epoch)
         body = wire.fetch_request(self._pos.offset, self._pos.epoch, epoch, self.config.max_wait_ms,
                                   self.config.max_bytes)
         result = wire.parse_fetch(conn.call(wire.API_FETCH, wire.FETCH_VERSION, body))
-        self._endpoints.update(result.endpoints)
+        self._leader.learn(result.endpoints)
         if result.error in (wire.NOT_LEADER_OR_FOLLOWER, wire.FENCED_LEADER_EPOCH, wire.UNKNOWN_LEADER_EPOCH):
-            self._switch(result.leader, f"{conn.address} answered {wire.error_name(result.error)}")
+            self._switch(conn, result.error, result.leader, "fetch")
         if result.error == wire.CLUSTER_AUTHORIZATION_FAILED:
             raise ControllerError(f"controller listener {conn.address} refused to serve the metadata log "
                                   "(CLUSTER_AUTHORIZATION_FAILED): kmon's principal needs the CLUSTER_ACTION "
@@ -228,9 +214,7 @@ class KraftCollector:
         if result.error:
             raise ConnectionError(f"controller listener {conn.address}: fetch answered "
                                   f"{wire.error_name(result.error)}")
-        if result.leader is not None and result.leader.leader_id >= 0:
-            self._leader_id = result.leader.leader_id
-            self._leader_epoch = max(self._leader_epoch, result.leader.epoch)
+        self._leader.served(result.leader)
         self.reachability.reached()
         self._last_fetch_ok = time.monotonic()
         return result
@@ -295,9 +279,10 @@ class KraftCollector:
     def _caught_up_at(self, now: int) -> None:
         at = LogMeta(max(self._pos.offset - 1, 0), self._pos.epoch)
         known = self.image.controller
-        if self._leader_id >= 0 and (known is None or (known.epoch or 0) < self._leader_epoch):
+        leader = self._leader
+        if leader.leader_id >= 0 and (known is None or (known.epoch or 0) < leader.epoch):
             # the leader's LeaderChange was before the snapshot (or before kmon looked): it has led since
-            self.image.set_controller(ControllerState(self._leader_id, self._leader_epoch), at)
+            self.image.set_controller(ControllerState(leader.leader_id, leader.epoch), at)
             self._send(self.image.take_events())
         if self._resync is not None:
             r, self._resync = self._resync, None
@@ -335,11 +320,11 @@ class KraftCollector:
         data = bytearray()
         size = None
         while size is None or len(data) < size:
-            body = wire.fetch_snapshot_request(snapshot, len(data), self._leader_epoch, self.config.max_bytes)
+            body = wire.fetch_snapshot_request(snapshot, len(data), self._leader.epoch, self.config.max_bytes)
             chunk = wire.parse_fetch_snapshot(conn.call(wire.API_FETCH_SNAPSHOT, wire.FETCH_SNAPSHOT_VERSION, body))
             if chunk.error in (wire.NOT_LEADER_OR_FOLLOWER, wire.FENCED_LEADER_EPOCH, wire.UNKNOWN_LEADER_EPOCH):
                 self._resync_asked = "start"
-                self._switch(chunk.leader, f"snapshot fetch answered {wire.error_name(chunk.error)}")
+                self._switch(conn, chunk.error, chunk.leader, "snapshot fetch")
             if chunk.error:
                 raise ConnectionError(f"controller listener {conn.address}: snapshot fetch answered "
                                       f"{wire.error_name(chunk.error)}")
@@ -370,7 +355,7 @@ class KraftCollector:
         try:
             if self._quorum_conn is None:
                 assert self._conn is not None
-                host, port = self._endpoints.get(self._leader_id) or (self._conn.host, self._conn.port)
+                host, port = self._leader.endpoints.get(self._leader.leader_id) or (self._conn.host, self._conn.port)
                 self._quorum_conn = Connection(host, port, self.config.security, self.config.timeout_s, __version__)
             info = wire.parse_describe_quorum(self._quorum_conn.call(
                 wire.API_DESCRIBE_QUORUM, wire.DESCRIBE_QUORUM_VERSION, wire.describe_quorum_request()))
