@@ -77,4 +77,4 @@ class LeaderFinder:
         given = ",".join(f"{h}:{p}" for h, p in self.bootstrap)
         return (f"the quorum's leader is node {self.leader_id} (epoch {self.epoch}), and none of the controllers "
                 f"given ({given}) said where it listens on this listener: give --controllers every controller "
-                "(DescribeQuorum, which takes DESCRIBE on the cluster, names them all)")
+                "of the quorum")
