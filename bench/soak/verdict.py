@@ -25,7 +25,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from confluent_kafka.admin import AdminClient
 
 from bench.oracle import OracleTransition
-from bench.soak.memory import MemorySampler, growth_per_hour
+from bench.soak.memory import MemorySampler, memory_row
 from kmon.events import EVENTS_TOPIC, Event
 from kmon.history import Transition
 from stack.local import LocalStack, metadata_brokers
@@ -58,7 +58,8 @@ class Verdict:
     extra_examples: list[str] = field(default_factory=list)
     counters: list[str] = field(default_factory=list)     # counters that disagree with their rows
     views: list[str] = field(default_factory=list)        # views that disagree with the cluster
-    memory: dict[str, tuple[float, float, float]] = field(default_factory=dict)   # part -> first, last MB, growth/h
+    # part -> MB after warm-up and at the end, growth/h beyond the JVM heap, heap committed then and at the end
+    memory: dict[str, tuple[float, float, float, float, float]] = field(default_factory=dict)
     restarts: list[str] = field(default_factory=list)
     tracebacks: list[str] = field(default_factory=list)
 
@@ -73,7 +74,8 @@ class Verdict:
             out.append(f"versions skipped {self.versions_skipped[0]}, kmon said {self.versions_skipped[1]}")
         out += [f"counter: {c}" for c in self.counters] + [f"view: {v}" for v in self.views]
         if self.memory_checked:
-            out += [f"memory of {part} grew {g:.1%}/h" for part, (_, _, g) in self.memory.items() if g > GROWTH_LIMIT]
+            out += [f"memory of {part} grew {m[2]:.1%}/h beyond its JVM heap" for part, m in self.memory.items()
+                    if m[2] > GROWTH_LIMIT]
         return out + [f"restart: {r}" for r in self.restarts] + [f"traceback in {t}" for t in self.tracebacks]
 
     @property
@@ -89,7 +91,9 @@ class Verdict:
                              "lost": self.lost[k], "extra": self.extra[k], "coalesced": self.coalesced[k],
                              "kmon across skipped versions": self.kmon_over_gaps[k]} for k in kinds],
             "memory": [{"process": part, "MB after warm-up": round(first), "MB at the end": round(last),
-                        "growth per hour": f"{growth:.1%}"} for part, (first, last, growth) in sorted(self.memory.items())],
+                        "of which JVM heap committed": f"{heap_first:.0f} -> {heap_last:.0f}" if heap_last else "-",
+                        "growth per hour beyond the heap": f"{growth:.1%}"}
+                       for part, (first, last, growth, heap_first, heap_last) in sorted(self.memory.items())],
         }
 
 
@@ -111,8 +115,8 @@ def judge(stack: LocalStack, cluster: str, minutes: float, boundary: int, chaos:
     verdict.views = _views(stack, cluster)
     # a short run's table still shows each part's memory, from a third of the way in (not judged)
     warm_up = WARM_UP_S if verdict.memory_checked else minutes * 60 / 3
-    verdict.memory = {part: g for part, samples in memory.longest_lived().items()
-                      if (g := growth_per_hour(samples, warm_up)) is not None}
+    verdict.memory = {part: row for part, samples in memory.longest_lived().items()
+                      if (row := memory_row(samples, warm_up)) is not None}
     verdict.tracebacks = _tracebacks(stack)
     return verdict
 
