@@ -30,6 +30,7 @@ class Chaos:
     injected: Counter[str] = field(default_factory=Counter)
     topics: list[str] = field(default_factory=list)   # the topics the soak created and has not deleted
     restarted: set[str] = field(default_factory=set)   # the stack's parts the last fault started again
+    instead: str | None = None   # the fault made in place of the one drawn, which the state did not allow
     _serial: int = 0
 
     @property
@@ -104,6 +105,7 @@ class Chaos:
 
     def topic_delete(self) -> str:
         if not self.topics:
+            self.instead = "topic_create"
             return self.topic_create()
         name = self.topics.pop(self.rng.randrange(len(self.topics)))
         self.admin.delete_topics([name])[name].result(60)
@@ -137,7 +139,10 @@ class Chaos:
 
     def member_leave(self) -> str:
         group = self.rng.choice(sorted(self.load.groups))
-        return f"a member left {group}" if self.load.leave(group) else self.member_join()
+        if self.load.leave(group):
+            return f"a member left {group}"
+        self.instead = "member_join"
+        return self.member_join()
 
     def _controller(self) -> int:
         if not self.kraft:
@@ -158,13 +163,13 @@ class Chaos:
         """Draw a fault and inject it."""
         weights = self.weights()
         fault = self.rng.choices(list(weights), list(weights.values()))[0]
-        self.restarted = set()
-        name = fault.__name__
+        self.restarted, self.instead = set(), None
         started = time.monotonic()
         try:
             said = fault()
+            name = self.instead or fault.__name__   # the table counts what was done, not what was drawn
         except Exception as e:   # the cluster in the middle of an earlier fault's failover: logged, counted
             said = f"failed: {e}"
-            name += " (failed)"
+            name = f"{self.instead or fault.__name__} (failed)"
         self.injected[name] += 1
         self.log(f"fault {sum(self.injected.values())}: {name}: {said} ({time.monotonic() - started:.0f} s)")
