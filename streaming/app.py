@@ -198,6 +198,13 @@ def _session(cfg: StreamConfig):
         # made in the background (Spark reads checkpoints of either kind)
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.ui.enabled": "false",
+        # Spark's status store keeps every job, stage and SQL execution it may show (1000 each by
+        # default) whether or not the UI runs; one micro-batch a second filled the heap by ~10 MB a
+        # minute for the first quarter hour of a soak. kmon exports its own progress: keep a few.
+        "spark.sql.ui.retainedExecutions": "20",
+        "spark.ui.retainedJobs": "20",
+        "spark.ui.retainedStages": "20",
+        "spark.ui.retainedTasks": "1000",
         "spark.ui.showConsoleProgress": "false",  # progress bars would fill the log file
         "spark.sql.session.timeZone": "UTC",
         # Spark's default hides passwords and tokens in logs and the UI, not sasl.jaas.config
