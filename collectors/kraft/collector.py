@@ -355,7 +355,7 @@ class KraftCollector:
         try:
             if self._quorum_conn is None:
                 assert self._conn is not None
-                host, port = self._leader.endpoints.get(self._leader.leader_id) or (self._conn.host, self._conn.port)
+                host, port = self._leader.leader_address or (self._conn.host, self._conn.port)
                 self._quorum_conn = Connection(host, port, self.config.security, self.config.timeout_s, __version__)
             info = wire.parse_describe_quorum(self._quorum_conn.call(
                 wire.API_DESCRIBE_QUORUM, wire.DESCRIBE_QUORUM_VERSION, wire.describe_quorum_request()))

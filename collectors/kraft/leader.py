@@ -33,10 +33,15 @@ class LeaderFinder:
     _next: int = 0
     _last_refusal: tuple[Address, int, int, int] | None = None
 
+    @property
+    def leader_address(self) -> Address | None:
+        """Where the leader kmon knows of listens on this listener, if a controller said so."""
+        return self.endpoints.get(self.leader_id) if self.leader_id >= 0 else None
+
     def target(self) -> Address:
         """The leader's address if known, else the next controller given."""
-        if self.leader_id >= 0 and self.leader_id in self.endpoints:
-            return self.endpoints[self.leader_id]
+        if (known := self.leader_address) is not None:
+            return known
         address = self.bootstrap[self._next % len(self.bootstrap)]
         self._next += 1
         return address
@@ -61,18 +66,19 @@ class LeaderFinder:
             return Move.WAIT
         refusal = (asked, error, leader.leader_id, leader.epoch)
         repeated, self._last_refusal = refusal == self._last_refusal, refusal
-        if self.endpoints.get(leader.leader_id) == asked and not repeated:
+        by_leader = self.endpoints.get(leader.leader_id) == asked   # as far as kmon knows
+        if by_leader and not repeated:
             # the leader itself: its epoch is the truth, lower than kmon's too (UNKNOWN_LEADER_EPOCH)
             self.leader_id, self.epoch = leader.leader_id, leader.epoch
             return Move.AGAIN
-        if repeated and self.endpoints.get(leader.leader_id) == asked:
-            del self.endpoints[leader.leader_id]   # not where the leader listens after all
+        if by_leader:
+            del self.endpoints[leader.leader_id]   # said the same twice: not where the leader listens after all
         self.leader_id, self.epoch = leader.leader_id, max(self.epoch, leader.epoch)
         return Move.WAIT if repeated else Move.ELSEWHERE
 
     def why_lost(self) -> str | None:
         """What stops kmon finding the leader, while it is named but its address on this listener is unknown."""
-        if self.leader_id < 0 or self.leader_id in self.endpoints:
+        if self.leader_id < 0 or self.leader_address is not None:
             return None
         given = ",".join(f"{h}:{p}" for h, p in self.bootstrap)
         return (f"the quorum's leader is node {self.leader_id} (epoch {self.epoch}), and none of the controllers "
