@@ -1,7 +1,9 @@
 """The pure half of the ZooKeeper collector: which events a sequence of reads implies."""
 from __future__ import annotations
 
+import itertools
 import json
+from typing import Callable
 
 import pytest
 from kazoo.protocol.states import ZnodeStat
@@ -9,6 +11,8 @@ from kazoo.protocol.states import ZnodeStat
 from collectors.zk.tree import Read, Round, ZkTree, version_gap
 from collectors.zk.znodes import ZkPaths
 from kmon.events import ControllerState, Event
+from kmon.history import CONTROLLER_CHANGES
+from streaming.fold.records import apply_event
 
 
 class FakeZk:
@@ -51,10 +55,12 @@ class FakeZk:
             path = path.rpartition("/")[0] or "/"
         return self.nodes[path][4]
 
-    def read(self, tree: ZkTree, rnd: Round) -> None:
-        """The reads ZkCollector._read makes, without watches; what each means is the tree's."""
+    def read(self, tree: ZkTree, rnd: Round, meanwhile: Callable[[str], None] = lambda path: None) -> None:
+        """The reads ZkCollector._read makes, without watches; what each means is the tree's.
+        ``meanwhile(path)`` runs before each read: the cluster changing between two reads."""
         while batch := rnd.take(100):
             for path in batch:
+                meanwhile(path)
                 mode = tree.read_mode(path)
                 if mode is Read.IGNORE:
                     continue
@@ -102,11 +108,12 @@ def snapshot(tree: ZkTree, zk: FakeZk) -> list[Event]:
     return tree.snapshot(rnd, "s1", "start", 1, 2)
 
 
-def follow(tree: ZkTree, zk: FakeZk, *paths: str) -> tuple[list[Event], Round]:
+def follow(tree: ZkTree, zk: FakeZk, *paths: str,
+           meanwhile: Callable[[str], None] = lambda path: None) -> tuple[list[Event], Round]:
     rnd = Round(full=False)
     for path in paths:
         rnd.follow(path)
-    zk.read(tree, rnd)
+    zk.read(tree, rnd, meanwhile)
     return tree.changes(rnd, 3), rnd
 
 
@@ -266,6 +273,36 @@ def test_controller_made_again_unseen_tells_the_spell_without_one_first(tree: Zk
     zk.set("/kafka/controller", {"version": 1, "brokerid": 1, "timestamp": "1700000029000"})
     [event], _ = follow(tree, zk, "/kafka/controller")
     assert event.data.broker_id == 1
+
+
+def test_an_election_between_the_registration_and_epoch_reads_counts_once_for_any_number_of_collectors(
+        zk: FakeZk) -> None:
+    # The controller's session ends; its registration is read missing, then a new controller is
+    # elected (registration and epoch bump in one multi-op) before the epoch is read.
+    trees = {name: ZkTree(PATHS, "c1") for name in ("a", "b")}
+    first = [e for tree in trees.values() for e in snapshot(tree, zk) if e.entity == "controller"][0]
+    zk.delete("/kafka/controller")
+    gone = zk.zxid
+
+    def elect(path: str) -> None:
+        if path == "/kafka/controller_epoch" and "/kafka/controller" not in zk.nodes:
+            zk.set("/kafka/controller", {"version": 1, "brokerid": 2, "timestamp": "1700000009000"})
+            zk.set("/kafka/controller_epoch", b"4")
+            zk.zxid -= 1   # one transaction
+            zk.nodes["/kafka/controller_epoch"][2] = zk.nodes["/kafka/controller"][1] = zk.zxid
+
+    told = {name: follow(tree, zk, "/kafka/controller", meanwhile=elect)[0] for name, tree in trees.items()}
+    assert [(e.data, e.zxid) for e in told["a"]] == [(ControllerState(-1, None), gone)]
+    told = {name: events + follow(trees[name], zk, "/kafka/controller")[0] for name, events in told.items()}
+    assert [(e.data.broker_id, e.data.epoch) for e in told["a"]] == [(-1, None), (2, 4)]
+    # whatever order the events topic holds the two collectors' events in, one election folds
+    # into one or two changes (old -> none -> new), never more
+    for order in set(itertools.permutations(["a", "a", "b", "b"])):
+        queues = {name: list(events) for name, events in told.items()}
+        record, *_ = apply_event(None, first)
+        for name in order:
+            record, *_ = apply_event(record, queues[name].pop(0))
+        assert record.state.broker_id == 2 and record.counters[CONTROLLER_CHANGES] in (1, 2), order
 
 
 def test_malformed_znode_keeps_last_state_and_is_reported(tree: ZkTree, zk: FakeZk) -> None:
