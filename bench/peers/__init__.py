@@ -7,7 +7,9 @@ same cluster; one Prometheus scraping kmon and the agents at the same interval a
 kmon's rules and the peer's (alerts.yml, the ZooKeeper-era Strimzi rule set).
 
 Then a quiet baseline, the scripted faults one after the other (faults.py), each followed by
-the alerts settling and a quiet period, and the cost of each system at growing sizes. Every
+the alerts settling and a quiet period, and the cost of each system at growing sizes. A steady
+produce/consume load (bench/support/load.py) runs from the baseline to the end of the faults:
+quiet is a cluster at work, not an idle one. Every
 alert instance and Burrow status is recorded from outside (watch.py); report.py attributes
 them to the fault or quiet period in which they began.
 
@@ -29,6 +31,7 @@ from typing import Callable, Iterator
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from bench.support.load import RATE_PER_S, Load
 from bench.support.measure import metric_sum, wait
 from bench.peers import controllers, cost, faults, report
 from bench.peers.parts import (KAFKA_CLUSTER, PeerTools, burrow, get_json, jmx_agent_option, peer_tools,
@@ -53,6 +56,10 @@ PROFILE = configs.Profile(zk_tick_ms=1000, zk_session_timeout_ms=18000, replica_
 KRAFT_PROFILE = configs.KraftProfile(broker_session_timeout_ms=9000, broker_heartbeat_interval_ms=2000,
                                      election_timeout_ms=1000, fetch_timeout_ms=2000, replica_lag_time_max_ms=4000,
                                      node_heap="1g", extra_props={"auto.leader.rebalance.enable": "false"})
+# the steady load: LOAD_RATE messages a second over its topics, read by one group per protocol
+LOAD_TOPICS = ("peers-load-a", "peers-load-b")
+LOAD_GROUPS = {"peers-load": "classic"}
+LOAD_GROUPS_KRAFT = {**LOAD_GROUPS, "peers-load-848": "consumer"}
 # alerts that stay firing for their window (10 min) after what they count: not waited out
 WINDOWED = {"ControllerFlapping", "UncleanLeaderElection", "ConsumerGroupRebalanceStorm", "IsrShrinking"}
 SETTLE_CAP_S = 240.0
@@ -87,15 +94,7 @@ def run(chosen: list[str], sizes: list[int], baseline_s: float, quiet_s: float, 
                                  recorder, progress)
                 systems = tuple(s for s in SYSTEMS if s != BURROW or not kraft)
                 _wait_ready(ctx, prom)
-                phases = [_quiet(baseline_s, "baseline", progress)]
-                for name in chosen:
-                    progress(f"fault: {name}")
-                    began = time.time()
-                    done = faults.FAULTS[name](ctx)
-                    _settle(ctx)
-                    phases.append(report.Phase(name, began, time.time(), done))
-                    progress(f"  {done.what}: {time.time() - began:.0f} s" + "".join(f"; {n}" for n in done.notes))
-                    phases.append(_quiet(quiet_s, f"after {name}", progress))
+                phases = _faults(ctx, chosen, baseline_s, quiet_s)
                 alerts, groups = recorder.recorded(), dict(recorder.groups)
                 tables = {"faults": report.fault_rows(phases, alerts, groups, systems),
                           "quiet": report.quiet_rows(phases, alerts, groups, systems)}
@@ -110,6 +109,35 @@ def run(chosen: list[str], sizes: list[int], baseline_s: float, quiet_s: float, 
         finally:
             stack.down(timeout=10)
     return tables
+
+
+def _faults(ctx: faults.Ctx, chosen: list[str], baseline_s: float, quiet_s: float) -> list[report.Phase]:
+    """The baseline, then each fault, its settling and its quiet, under the steady load."""
+    faults.load_topics(ctx, LOAD_TOPICS)
+    with _steady_load(ctx, LOAD_GROUPS_KRAFT if ctx.kraft else LOAD_GROUPS):
+        phases = [_quiet(baseline_s, "baseline", ctx.progress)]
+        for name in chosen:
+            ctx.progress(f"fault: {name}")
+            began = time.time()
+            done = faults.FAULTS[name](ctx)
+            _settle(ctx)
+            phases.append(report.Phase(name, began, time.time(), done))
+            ctx.progress(f"  {done.what}: {time.time() - began:.0f} s" + "".join(f"; {n}" for n in done.notes))
+            phases.append(_quiet(quiet_s, f"after {name}", ctx.progress))
+    return phases   # the load stopped: the cost phase measures the systems on a quiet cluster, as before
+
+
+@contextlib.contextmanager
+def _steady_load(ctx: faults.Ctx, groups: dict[str, str]) -> Iterator[Load]:
+    load = Load(ctx.bootstrap, groups, LOAD_TOPICS)
+    load.start()
+    ctx.progress(f"a steady load: {RATE_PER_S:g} messages/s over {', '.join(LOAD_TOPICS)}, read by "
+                 + ", ".join(f"{g} ({p})" for g, p in groups.items()))
+    try:
+        yield load
+    finally:
+        load.stop()
+        ctx.progress(f"the load wrote {load.produced} messages")
 
 
 @contextlib.contextmanager

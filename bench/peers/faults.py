@@ -182,6 +182,12 @@ def _balanced(ctx: Ctx) -> bool:
     return all(state["leader"] == state["replicas"][0] for state in _partitions(ctx).values())
 
 
+def load_topics(ctx: Ctx, names: tuple[str, ...], partitions: int = 6) -> None:
+    """The steady load's topics, led across the brokers (bench/support/load.py writes and reads them)."""
+    for name in names:
+        _topic(ctx, name, _spread(ctx, partitions))
+
+
 def _topic(ctx: Ctx, name: str, assignment: list[list[int]], **config: str) -> None:
     ctx.admin.create_topics([NewTopic(name, len(assignment), replica_assignment=assignment, config=config)])[name].result(60)
 

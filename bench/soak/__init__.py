@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from bench.soak.chaos import Chaos
-from bench.soak.load import LOAD_TOPICS, Load
+from bench.soak.chaos import LOAD_TOPICS, Chaos
 from bench.soak.memory import MemorySampler
 from bench.soak.verdict import Verdict, judge
+from bench.support.load import Load
 from cli.monitor import MonitorOptions, start_monitor
 from kmon.toolchain import find_toolchain
 from stack import configs
@@ -63,7 +63,7 @@ def run(req: SoakRequest, progress: Callable[[str], None]) -> Verdict:
             create_topic(stack, topic, partitions=6, rf=3)
         assert stack.state
         groups = {"soak-classic": "classic", **({"soak-consumer": "consumer"} if req.kraft else {})}
-        load = Load(stack.state.bootstrap_servers, groups)
+        load = Load(stack.state.bootstrap_servers, groups, LOAD_TOPICS)
         load.start()
         memory = MemorySampler(stack)
         memory.start()

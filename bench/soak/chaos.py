@@ -16,9 +16,11 @@ from typing import Callable
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.exceptions import NodeExistsError
 
-from bench.soak.load import LOAD_TOPICS, Load
+from bench.support.load import Load
 from stack.local import LocalStack
 from tests.support import preferred_election, quorum, reassign
+
+LOAD_TOPICS = ("soak-orders", "soak-payments")   # the load's topics: faults pick among them too
 
 
 @dataclass

@@ -1,6 +1,7 @@
-"""The soak's steady load: a producer writing to a few topics and consumer groups reading them, for
-the length of the run, so that the faults hit a cluster at work (ISR changes under traffic, groups
-rebalancing while they commit). Members join and leave as faults ask (``Load.join``/``leave``)."""
+"""A steady load: a producer writing to a few topics and consumer groups reading them, for the
+length of a bench, so that faults hit a cluster at work (ISR changes under traffic, groups
+rebalancing while they commit) and the quiet stretches are a cluster at work too, not an idle one.
+Members join and leave as a bench asks (``Load.join``/``leave``). The soak and the peers bench run it."""
 from __future__ import annotations
 
 import itertools
@@ -9,14 +10,13 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Producer
 
-LOAD_TOPICS = ("soak-orders", "soak-payments")
 RATE_PER_S = 50.0
 
 
 class Member(threading.Thread):
     """One consumer of a group that polls and commits (auto) until it leaves."""
 
-    def __init__(self, bootstrap: str, group: str, protocol: str, name: str) -> None:
+    def __init__(self, bootstrap: str, group: str, protocol: str, name: str, topics: tuple[str, ...]) -> None:
         super().__init__(daemon=True, name=name)
         self.group = group
         self._leaving = threading.Event()
@@ -25,7 +25,7 @@ class Member(threading.Thread):
         if protocol == "classic":
             conf["session.timeout.ms"] = 10_000
         self._consumer = Consumer(conf)
-        self._consumer.subscribe(list(LOAD_TOPICS))
+        self._consumer.subscribe(list(topics))
         self.start()
 
     def run(self) -> None:
@@ -42,19 +42,20 @@ class Member(threading.Thread):
 class Load:
     bootstrap: str
     groups: dict[str, str]   # group -> its rebalance protocol (classic, consumer)
+    topics: tuple[str, ...]  # written in turn, each group subscribed to all; made by the bench
     members: list[Member] = field(default_factory=list)
     produced: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _names: itertools.count = field(default_factory=itertools.count)
 
     def start(self) -> None:
-        threading.Thread(target=self._produce, name="soak-producer", daemon=True).start()
+        threading.Thread(target=self._produce, name="load-producer", daemon=True).start()
         for group in self.groups:
             self.join(group)
             self.join(group)
 
     def join(self, group: str) -> Member:
-        member = Member(self.bootstrap, group, self.groups[group], f"soak-{group}-{next(self._names)}")
+        member = Member(self.bootstrap, group, self.groups[group], f"{group}-{next(self._names)}", self.topics)
         self.members.append(member)
         return member
 
@@ -79,7 +80,7 @@ class Load:
             if self._stop.wait(1 / RATE_PER_S):
                 break
             try:
-                producer.produce(LOAD_TOPICS[i % len(LOAD_TOPICS)], value=f"soak {i}".encode())
+                producer.produce(self.topics[i % len(self.topics)], value=f"load {i}".encode())
                 self.produced += 1
             except BufferError:   # the cluster is in a failover: the queue is full, skip
                 pass
