@@ -245,6 +245,14 @@ class ZkTree:
         previous = self._nodes.get(path)
         if role is Role.CONTROLLER and previous is not None and previous.czxid != stat.czxid:
             self._controller_was_gone(stat.czxid, rnd)
+        gone = self._absent.get(self.paths.controller)
+        if role is Role.CONTROLLER_EPOCH and gone is not None and gone < stat.mzxid:
+            # Kafka elects in one multi-op (the registration and the epoch bump at one zxid): a
+            # registration read missing before the epoch was bumped may be there now. Read again,
+            # the pair is told as one state: an absence and the next election's epoch would be
+            # none the cluster was in, at the election's zxid, which two collectors' reads of one
+            # election could interleave into more controller changes than it made.
+            rnd.retry(self.paths.controller)
         self._unparsed.discard(path)
         self._absent.pop(path, None)
         self._nodes[path] = _Node(stat.czxid, stat.mzxid, stat.version, stat.mtime, value)
@@ -353,13 +361,6 @@ class ZkTree:
             state = dataclasses.replace(state, deleting=True)
         nodes = {p: self._nodes[p] for p in parts if p in self._nodes}
         zxid = max(nodes[p].mzxid if p in nodes else self._absent.get(p, 0) for p in parts)
-        if entity.kind == "controller" and self._registration_read_before_epoch():
-            # Kafka elects in one multi-op (registration and epoch bump at one zxid); an absence
-            # read before it and an epoch read after it are no state the cluster was in. Told at
-            # the absence's zxid, epoch unknown, the next read of the registration (its watch is
-            # armed) is newer: two collectors' reads of one election cannot interleave into more
-            # changes than it made.
-            state, zxid, nodes = ControllerState(-1, None), self._absent[self.paths.controller], {}
         if state is None:
             for p in parts:   # gone: nothing to remember about its znodes
                 self._absent.pop(p, None)
@@ -378,10 +379,6 @@ class ZkTree:
             meta = ZnodeMeta(newest, node.mzxid, node.version, node.mtime_ms, gap)
         self._emitted.update((p, (node.czxid, node.version)) for p, node in nodes.items())
         return self._envelope(entity, "upsert", now_ms, state, zxid, meta, snapshot_id)
-
-    def _registration_read_before_epoch(self) -> bool:
-        gone, epoch = self._absent.get(self.paths.controller), self._nodes.get(self.paths.controller_epoch)
-        return gone is not None and epoch is not None and epoch.mzxid > gone
 
     def _parts(self, entity: EntityId) -> list[str]:
         """The znodes an entity is made of."""

@@ -291,13 +291,19 @@ def test_an_election_between_the_registration_and_epoch_reads_counts_once_for_an
             zk.zxid -= 1   # one transaction
             zk.nodes["/kafka/controller_epoch"][2] = zk.nodes["/kafka/controller"][1] = zk.zxid
 
-    told = {name: follow(tree, zk, "/kafka/controller", meanwhile=elect)[0] for name, tree in trees.items()}
-    assert [(e.data, e.zxid) for e in told["a"]] == [(ControllerState(-1, None), gone)]
-    told = {name: events + follow(trees[name], zk, "/kafka/controller")[0] for name, events in told.items()}
-    assert [(e.data.broker_id, e.data.epoch) for e in told["a"]] == [(-1, None), (2, 4)]
+    # a reads the registration missing and the epoch after the election; b reads both before it
+    told = {"b": follow(trees["b"], zk, "/kafka/controller")[0]}
+    assert [(e.data, e.zxid) for e in told["b"]] == [(ControllerState(-1, 3), gone)]
+    told["a"] = follow(trees["a"], zk, "/kafka/controller", meanwhile=elect)[0]
+    told["b"] += follow(trees["b"], zk, "/kafka/controller")[0]
+    election = zk.nodes["/kafka/controller"][1]
+    # a read the registration again: the new controller with its epoch, not a spell without one at its zxid
+    assert [(e.data.broker_id, e.data.epoch, e.zxid) for e in told["a"]] == [(2, 4, election)]
+    assert [(e.data.broker_id, e.data.epoch, e.zxid) for e in told["b"]] == [(-1, 3, gone), (2, 4, election)]
+    assert follow(trees["a"], zk, "/kafka/controller")[0] == []
     # whatever order the events topic holds the two collectors' events in, one election folds
     # into one or two changes (old -> none -> new), never more
-    for order in set(itertools.permutations(["a", "a", "b", "b"])):
+    for order in set(itertools.permutations(["a", "b", "b"])):
         queues = {name: list(events) for name, events in told.items()}
         record, *_ = apply_event(None, first)
         for name in order:
