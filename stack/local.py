@@ -51,7 +51,7 @@ from kmon.reachability import kafka_probe
 from kmon.toolchain import Toolchain
 from stack import configs
 from stack.owner import Busy, OwnerLock
-from stack.process import cmdline, free_port, pid_alive, port_free, reap, spawn, stop, stop_all, wait_until
+from stack.process import PortPicker, cmdline, pid_alive, reap, spawn, stop, stop_all, wait_until
 from stack.secure import KMON_PRINCIPALS, MTLS_LISTENER, SecureFiles
 
 log = logging.getLogger("kmon.stack")
@@ -306,9 +306,10 @@ class LocalStack:
         profile = req.timing()
         again = previous or StackState(dir=self.dir, chroot="", brokers=0, fast=False, stream_port=0,
                                        collector_ports={})
+        pick = PortPicker().pick   # each server's earlier port where it is free still
         self.state = StackState(dir=self.dir, chroot=req.chroot, brokers=req.brokers, fast=req.fast,
-                                stream_port=_port(again.stream_port),
-                                collector_ports={source: _port(again.collector_ports.get(source, 0))
+                                stream_port=pick(again.stream_port),
+                                collector_ports={source: pick(again.collector_ports.get(source, 0))
                                                  for source in collector_sources(req.kraft)},
                                 secure=req.secure, kraft=req.kraft, kraft_controllers=req.controllers,
                                 cluster_id=again.cluster_id)
@@ -317,11 +318,11 @@ class LocalStack:
         started = time.monotonic()
         try:
             if req.kraft:
-                self._write_kraft_nodes(req, again)
+                self._write_kraft_nodes(req, again, pick)
             else:
-                self._write_zookeeper_cluster(req, again, profile, resumed=previous is not None)
+                self._write_zookeeper_cluster(req, again, profile, pick, resumed=previous is not None)
             if req.events_cluster:
-                self._write_events_node(profile, _port(again.port_of(EVENTS)))
+                self._write_events_node(profile, pick(again.port_of(EVENTS)), pick())
             for c in self._servers():  # all at once: the JVMs start in parallel
                 self._spawn(c)
             if req.kraft:
@@ -336,8 +337,8 @@ class LocalStack:
             if not req.kraft:
                 wait_until(lambda: self.controller_id() >= 0, 60, "controller election")
             if req.prometheus:
-                self._start_alertmanager(_port(again.port_of("alertmanager")))
-                self._start_prometheus(_port(again.port_of("prometheus")))
+                self._start_alertmanager(pick(again.port_of("alertmanager")))
+                self._start_prometheus(pick(again.port_of("prometheus")))
         except BaseException as e:
             log.error("stack start failed; stopping what was started (logs in %s)", self.dir)
             self.down(timeout=5)
@@ -539,17 +540,17 @@ class LocalStack:
         wait_until(lambda: four_letter(port, "ruok") == "imok", 60, "zookeeper", alive=c.alive)
 
     def _write_zookeeper_cluster(self, req: StackRequest, again: StackState, profile: configs.Profile,
-                                 resumed: bool) -> None:
+                                 pick: Callable[[int], int], resumed: bool) -> None:
         """Start ZooKeeper and write the brokers (ZooKeeper mode)."""
         assert self.state
-        self._start_zookeeper(req.zk_port or _port(again.port_of("zookeeper")), profile)
+        self._start_zookeeper(req.zk_port or pick(again.port_of("zookeeper")), profile)
         if self.state.secure_files:
             self._add_scram_users(self.state.secure_files)
         if resumed:
             self._await_earlier_sessions(req.brokers, profile)
         for i in range(req.brokers):
             name = f"broker-{i + 1}"
-            port = req.first_broker_port + i if req.first_broker_port else _port(again.port_of(name))
+            port = req.first_broker_port + i if req.first_broker_port else pick(again.port_of(name))
             self._write_broker(i + 1, port, profile,
                                req.broker_jvm_options(i + 1) if req.broker_jvm_options else [], req.extra_props)
 
@@ -609,8 +610,7 @@ class LocalStack:
         assert self.state
         return [c for n, c in self.state.components.items() if _kafka_node(n) or n == EVENTS]
 
-    def _write_events_node(self, profile: configs.Profile, port: int) -> None:
-        controller_port = free_port()
+    def _write_events_node(self, profile: configs.Profile, port: int, controller_port: int) -> None:
         cfg = self.dir / "events.properties"
         data = self.dir / "events-data"
         cfg.write_text(configs.events_node_properties(port, controller_port, data))
@@ -626,7 +626,7 @@ class LocalStack:
                              f"{java_error(fmt.stdout + fmt.stderr) or f'exit status {fmt.returncode}'}")
         self._add(EVENTS, port, self._java("kafka.Kafka", cfg, profile.broker_heap, EVENTS), str(cfg))
 
-    def _write_kraft_nodes(self, req: StackRequest, again: StackState) -> None:
+    def _write_kraft_nodes(self, req: StackRequest, again: StackState, pick: Callable[[int], int]) -> None:
         """Write the KRaft cluster's nodes, each with its earlier ports where free, and format the storage
         of those that have none yet (a resumed node starts from its data)."""
         assert self.state
@@ -635,11 +635,11 @@ class LocalStack:
 
         def port(name: str, listener: str) -> int:
             if listener == "CONTROLLER":
-                return _port(again.controller_port_of(name))
+                return pick(again.controller_port_of(name))
             if listener == MTLS_LISTENER:
-                return _port(again.controller_mtls_port_of(name)) if req.secure else 0
+                return pick(again.controller_mtls_port_of(name)) if req.secure else 0
             broker_id = int(name.split("-")[1])
-            return req.first_broker_port + broker_id - 1 if req.first_broker_port else _port(again.port_of(name))
+            return req.first_broker_port + broker_id - 1 if req.first_broker_port else pick(again.port_of(name))
         nodes = kraft_layout(req.brokers, req.controllers, port)
         voters = configs.quorum_voters([node for _, node in nodes])
         formatted = {name: formatted_cluster_id(self._data(name)) for name, _ in nodes}
@@ -785,11 +785,6 @@ class LocalStack:
             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="], str(data))
         self._spawn(c)
         wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"), 60, "alertmanager", alive=c.alive)
-
-
-def _port(earlier: int) -> int:
-    """The port a server had before if it is free still, else a new free one."""
-    return earlier if earlier and port_free(earlier) else free_port()
 
 
 def kraft_layout(brokers: int, controllers: int,

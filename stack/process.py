@@ -11,7 +11,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Collection, TypeVar
 
 from kmon import signals
 
@@ -23,7 +23,7 @@ T = TypeVar("T")
 FIRST_PICKED_PORT = 20000
 
 
-def free_port(ephemeral: tuple[int, int] | None = None) -> int:
+def free_port(ephemeral: tuple[int, int] | None = None, avoid: Collection[int] = ()) -> int:
     """A free port for a server of the local stack, outside the kernel's ephemeral range: a
     broker killed and started again must find its port free, and while it is down, clients
     still connect to it. An ephemeral port there was seen taken by Spark's one-shot Arrow
@@ -33,15 +33,33 @@ def free_port(ephemeral: tuple[int, int] | None = None) -> int:
     ports = below if len(below) >= len(above) else above
     rng = random.SystemRandom()
     for _ in range(200 if len(ports) > 1000 else 0):   # a narrow range: any port the kernel gives
+        if (port := rng.choice(ports)) in avoid:
+            continue
         try:
             with socket.socket() as s:
-                s.bind(("127.0.0.1", rng.choice(ports)))
-                return s.getsockname()[1]
+                s.bind(("127.0.0.1", port))
+                return port
         except OSError:   # taken: another
             continue
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class PortPicker:
+    """Ports for servers started together: each free when picked and none picked twice, since
+    none is bound before its process starts (a collector's port, picked first, was also given to
+    a KRaft node of the same stack, which bound it first)."""
+
+    def __init__(self) -> None:
+        self._picked: set[int] = set()
+
+    def pick(self, earlier: int = 0) -> int:
+        """``earlier`` (a server's port before) if it is free and not picked, else a new free one."""
+        port = earlier if earlier and earlier not in self._picked and port_free(earlier) else free_port(
+            avoid=self._picked)
+        self._picked.add(port)
+        return port
 
 
 def port_free(port: int) -> bool:

@@ -26,3 +26,8 @@ def test_the_kernel_range_is_read_and_defaults_where_unreadable(tmp_path: Path) 
     assert ephemeral_ports(tmp_path / "missing") == (32768, 60999)
     given.write_text("garbage")
     assert ephemeral_ports(given) == (32768, 60999)
+
+
+def test_a_port_to_avoid_is_never_picked() -> None:
+    avoid = set(range(FIRST_PICKED_PORT, 32768)) - {30000}
+    assert {free_port((32768, 60999), avoid=avoid) for _ in range(5)} <= {30000} | set(range(32768, 65536))

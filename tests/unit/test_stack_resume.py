@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stack.local import STATE_FILE, Component, StackError, StackState, _port, formatted_cluster_id, java_error
-from stack.process import describe_status, port_free
+from stack.local import STATE_FILE, Component, StackError, StackState, formatted_cluster_id, java_error
+from stack.process import PortPicker, describe_status, port_free
 
 
 def _state(tmp_path: Path) -> StackState:
@@ -64,9 +64,16 @@ def test_a_server_gets_its_earlier_port_back_unless_something_holds_it() -> None
         taken.listen()
         busy = taken.getsockname()[1]
         assert not port_free(busy)
-        assert _port(busy) != busy
-    assert port_free(busy) and _port(busy) == busy
-    assert _port(0) > 0   # no earlier port: a new one
+        assert PortPicker().pick(busy) != busy
+    assert port_free(busy) and PortPicker().pick(busy) == busy
+    assert PortPicker().pick(0) > 0   # no earlier port: a new one
+
+
+def test_servers_started_together_never_share_a_port_none_of_them_has_bound_yet() -> None:
+    pick = PortPicker().pick
+    first = pick(0)
+    assert pick(first) != first, "an earlier port already picked for another server is not given again"
+    assert len({pick(0) for _ in range(2000)}) == 2000
 
 
 @pytest.mark.parametrize("code, status, said", [
