@@ -13,7 +13,11 @@ TEXT = "text/plain; charset=utf-8"
 
 def serve(host: str, port: int, routes: Mapping[str, Route], name: str) -> ThreadingHTTPServer:
     """Serve ``routes`` on ``port`` (0: a free one; see ``server_port``) until ``stop``."""
-    server = ThreadingHTTPServer((host, port), _handler(routes))
+    try:
+        server = ThreadingHTTPServer((host, port), _handler(routes))
+    except OSError as e:   # Python says "[Errno 98] Address already in use", naming no address
+        raise OSError(e.errno, f"cannot serve {', '.join(routes)} on {host or '0.0.0.0'}:{port}: {e.strerror} "
+                               "(--metrics-port, or KMON_METRICS_PORT)") from e
     server.daemon_threads = True   # a request in flight does not hold up the process's exit
     threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
     return server

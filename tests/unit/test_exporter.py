@@ -1,6 +1,7 @@
 """The exposition the stream app serves: catalogue names and labels, the text format, a family
 that fails costing only itself, and the HTTP server."""
 import logging
+import socket
 import urllib.error
 import urllib.request
 from dataclasses import replace
@@ -297,3 +298,14 @@ def test_a_cluster_shows_while_it_has_records():
     assert value(exposed(only, views=views), "kmon_brokers", cluster="c2") == 1
     views.apply({"c2/broker:1": None})
     assert not any(("cluster", "c2") in labels for _, labels in parse(views.exposition(SelfStats()).body(0)))
+
+
+def test_a_port_taken_is_refused_naming_the_address_and_the_flag():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError) as refused:
+            serve_metrics("127.0.0.1", port, LatestPublished())
+    assert str(refused.value) == (f"[Errno 98] cannot serve /metrics on 127.0.0.1:{port}: Address already in use "
+                                  "(--metrics-port, or KMON_METRICS_PORT)")
