@@ -247,11 +247,15 @@ class ZkTree:
             self._controller_was_gone(stat.czxid, rnd)
         gone = self._absent.get(self.paths.controller)
         if role is Role.CONTROLLER_EPOCH and gone is not None and gone < stat.mzxid:
-            # Kafka elects in one multi-op (the registration and the epoch bump at one zxid): a
-            # registration read missing before the epoch was bumped may be there now. Read again,
-            # the pair is told as one state: an absence and the next election's epoch would be
-            # none the cluster was in, at the election's zxid, which two collectors' reads of one
-            # election could interleave into more controller changes than it made.
+            # Kafka elects in one multi-op (the registration and the epoch bump at one zxid): the
+            # registration read missing before this epoch was written may be there now. An absence
+            # and the next election's epoch together are no state the cluster was in, and told at
+            # the election's zxid two collectors' reads of one election could interleave into more
+            # controller changes than it made. So the spell without a controller is told as it was,
+            # at the absence's zxid with the epoch of then, and the registration is read again.
+            if previous is not None:
+                before = previous.value if previous.mzxid <= gone else None
+                rnd.unseen.append((EntityId("controller"), ControllerState(-1, before), gone))
             rnd.retry(self.paths.controller)
         self._unparsed.discard(path)
         self._absent.pop(path, None)
