@@ -48,8 +48,8 @@ def free_port(ephemeral: tuple[int, int] | None = None, avoid: Collection[int] =
 
 class PortPicker:
     """Ports for servers started together: each free when picked and none picked twice, since
-    none is bound before its process starts (a collector's port, picked first, was also given to
-    a KRaft node of the same stack, which bound it first)."""
+    none is bound before its process starts (two picks of one stack's start could return the
+    same port, and the server started second exited with "Address already in use")."""
 
     def __init__(self) -> None:
         self._picked: set[int] = set()

@@ -9,9 +9,8 @@ kmon's rules and the peer's (alerts.yml, the ZooKeeper-era Strimzi rule set).
 Then a quiet baseline, the scripted faults one after the other (faults.py), each followed by
 the alerts settling and a quiet period, and the cost of each system at growing sizes. A steady
 produce/consume load (bench/support/load.py) runs from the baseline to the end of the faults:
-quiet is a cluster at work, not an idle one. Every
-alert instance and Burrow status is recorded from outside (watch.py); report.py attributes
-them to the fault or quiet period in which they began.
+quiet is a cluster at work, not an idle one. Every alert instance and Burrow status is recorded
+from outside (watch.py); report.py attributes them to the fault or quiet period in which they began.
 
 ``--kraft``: the monitored cluster is a KRaft cluster instead (Kafka 4, three nodes each broker and
 controller, KRAFT_PROFILE), the peer's rules and alerts its KRaft-era ones (jmx-exporter-kraft.yaml,
@@ -56,7 +55,8 @@ PROFILE = configs.Profile(zk_tick_ms=1000, zk_session_timeout_ms=18000, replica_
 KRAFT_PROFILE = configs.KraftProfile(broker_session_timeout_ms=9000, broker_heartbeat_interval_ms=2000,
                                      election_timeout_ms=1000, fetch_timeout_ms=2000, replica_lag_time_max_ms=4000,
                                      node_heap="1g", extra_props={"auto.leader.rebalance.enable": "false"})
-# the steady load: LOAD_RATE messages a second over its topics, read by one group per protocol
+# the steady load (bench/support/load.py, RATE_PER_S messages a second) over these topics, read by one
+# group per protocol
 LOAD_TOPICS = ("peers-load-a", "peers-load-b")
 LOAD_GROUPS = {"peers-load": "classic"}
 LOAD_GROUPS_KRAFT = {**LOAD_GROUPS, "peers-load-848": "consumer"}

@@ -244,7 +244,9 @@ class ZkTree:
             return   # the previous valid read stands; the watch is armed for the next write
         previous = self._nodes.get(path)
         if role is Role.CONTROLLER and previous is not None and previous.czxid != stat.czxid:
-            self._controller_was_gone(stat.czxid, rnd)
+            # made again since its last read, its deletion unseen (a ZooKeeper restart can hide one
+            # from the watch): told at the latest zxid the deletion can have, before the new registration
+            self._without_controller(stat.czxid - 1, self._nodes.get(self.paths.controller_epoch), rnd)
         gone = self._absent.get(self.paths.controller)
         if role is Role.CONTROLLER_EPOCH and gone is not None and gone < stat.mzxid:
             # Kafka elects in one multi-op (the registration and the epoch bump at one zxid): the
@@ -254,8 +256,7 @@ class ZkTree:
             # controller changes than it made. So the spell without a controller is told as it was,
             # at the absence's zxid with the epoch of then, and the registration is read again.
             if previous is not None:
-                before = previous.value if previous.mzxid <= gone else None
-                rnd.unseen.append((EntityId("controller"), ControllerState(-1, before), gone))
+                self._without_controller(gone, previous, rnd)
             rnd.retry(self.paths.controller)
         self._unparsed.discard(path)
         self._absent.pop(path, None)
@@ -269,15 +270,12 @@ class ZkTree:
             for partition in before - set(value.replicas):   # Kafka never shrinks a topic; stay exact anyway
                 self._drop(self.paths.partition_state(entity.name, partition), stat.mzxid, rnd)
 
-    def _controller_was_gone(self, registered_zxid: int, rnd: Round) -> None:
-        """/controller was made again since its last read, its deletion unseen (a ZooKeeper restart
-        can hide one from the watch): the cluster was without a controller in between, a change as
-        real as the election after it. Told at the zxid before the new registration, the latest its
-        deletion can have; with the epoch of then, when the epoch read is older than the election."""
-        epoch = self._nodes.get(self.paths.controller_epoch)
-        before = epoch if epoch is not None and epoch.mzxid < registered_zxid else None
-        rnd.unseen.append((EntityId("controller"), self._state(EntityId("controller"), [None, before]),
-                           registered_zxid - 1))
+    @staticmethod
+    def _without_controller(zxid: int, epoch: _Node | None, rnd: Round) -> None:
+        """A spell without a controller the reads prove but no event told, a change as real as the
+        election after it: told at ``zxid``, with ``epoch``'s value if it was written by then."""
+        before = epoch.value if epoch is not None and epoch.mzxid <= zxid else None
+        rnd.unseen.append((EntityId("controller"), ControllerState(-1, before), zxid))
 
     def on_absent(self, path: str, zxid: int, rnd: Round) -> None:
         """A znode read with WATCH_CREATE is missing; ``zxid`` is at or after its deletion."""
