@@ -12,8 +12,12 @@ Even so, the views' half of a broker failure at 100k partitions makes ~400k obje
 live on (records, judged partitions, rendered text), and the younger generations' collections
 while it ran cost it 0.1 to 0.6 s of its ~1 s. :class:`FrozenAfterUse` runs that half without
 the collector and then moves what survived out of its reach (``gc.freeze``): scanning it would
-find nothing to free. What the views drop is freed by reference counting as before; only
-cyclic garbage among frozen objects waits for the periodic thaw, a full collection. The KRaft
+find nothing to free. Before it freezes, it collects what is not frozen yet, which is only what
+every thread made since the last freeze: garbage among it would otherwise be frozen too, and
+py4j's proxies are cycles (a proxy's method cache points back at it) that hold their Java
+objects in Spark's JVM until Python frees them: a micro-batch's Dataset, its plan and metrics.
+What the views drop is freed by reference counting as before; only cyclic garbage among frozen
+objects waits for the periodic thaw, a full collection of everything. The KRaft
 collector folds each fetch of the metadata log the same way (collectors/kraft/collector.py): a
 start at 100k partitions keeps a few hundred thousand objects, which the full collections
 triggered while they were made re-scanned again and again.
@@ -52,11 +56,13 @@ class FrozenAfterUse:
         try:
             yield
         finally:
-            if self._clock() - self._thawed_at >= self._thaw_every_s:
-                started = time.perf_counter()
+            started = time.perf_counter()
+            thaw = self._clock() - self._thawed_at >= self._thaw_every_s
+            if thaw:
                 gc.unfreeze()
-                found = gc.collect()
                 self._thawed_at = self._clock()
+            found = gc.collect()   # frozen objects are out of its reach: since the last freeze, or all
+            if thaw:
                 log.debug("full garbage collection: %d objects freed in %.2f s", found, time.perf_counter() - started)
             gc.freeze()
             if enabled:
