@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from confluent_kafka.admin import AdminClient
 
 from bench.peers.report import Phase
 from bench.support.measure import metric_sum
+from bench.support.polling import Polling
 from stack.local import LocalStack
 from tests.support import quorum
 
@@ -108,25 +108,16 @@ def rows(samples: list[Sample], phases: list[Phase]) -> list[dict]:
     return out
 
 
-class ControllerWatch:
+class ControllerWatch(Polling):
     """Samples the three answers every POLL_S in a thread of its own until the block ends, each also
     a JSON line in ``record`` as it is taken (what a run that dies on the way leaves behind)."""
 
     def __init__(self, stack: LocalStack, cluster: str, record: Path) -> None:
         assert stack.state
+        super().__init__("peers-controllers", join_s=15)
         self.stack, self.cluster, self.stream_port, self.record = stack, cluster, stack.state.stream_port, record
         self.admin = AdminClient({"bootstrap.servers": stack.state.bootstrap_servers, "log_level": 0})
         self.samples: list[Sample] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="peers-controllers", daemon=True)
-
-    def __enter__(self) -> "ControllerWatch":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(15)
 
     def _run(self) -> None:
         with open(self.record, "a") as record:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from bench.peers.parts import KAFKA_CLUSTER, PEER_GROUP, get_json
+from bench.support.polling import Polling
 
 KMON, JMX, BURROW = "kmon", "jmx", "burrow"
 SYSTEMS = (KMON, JMX, BURROW)
@@ -47,24 +48,15 @@ def _wall(iso: str) -> float:
     return datetime.fromisoformat(head + "+00:00").timestamp() + (float("0." + frac) if frac else 0.0)
 
 
-class Recorder:
+class Recorder(Polling):
     def __init__(self, prometheus: str, burrow: str | None) -> None:
         """``burrow``: its HTTP API, None where it does not run (a KRaft cluster)."""
+        super().__init__("peers-recorder", join_s=10)
         self.prometheus, self.burrow = prometheus, burrow
         self.alerts: dict[tuple, Alert] = {}
         self.groups: dict[str, BurrowStatus] = {}
         self.errors: list[str] = []   # polls that failed, with why (a peer that stops answering is a finding)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="peers-recorder", daemon=True)
-
-    def __enter__(self) -> "Recorder":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
 
     def watch_group(self, group: str) -> None:
         with self._lock:

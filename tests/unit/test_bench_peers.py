@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import yaml
@@ -166,3 +167,23 @@ def test_controller_rows_give_each_fault_and_the_quiet_stretches_together() -> N
     assert (quiet["s"], quiet["describe_cluster_answers"], quiet["describe_cluster_changes"],
             quiet["of_them_with_no_election"], quiet["quorum_epoch_steps"], quiet["kmon_controller_changes"]) == \
         (20, 20, 19, 19, 0, 0)
+
+
+def test_a_polling_loop_runs_on_its_own_thread_until_its_block_ends():
+    from bench.support.polling import Polling
+
+    class Counting(Polling):
+        def __init__(self) -> None:
+            super().__init__("counting", join_s=5)
+            self.rounds = 0
+
+        def _run(self) -> None:
+            while not self._stop.wait(0.01):
+                self.rounds += 1
+
+    with Counting() as loop:
+        deadline = time.time() + 5
+        while loop.rounds < 3 and time.time() < deadline:
+            time.sleep(0.01)
+    assert loop.rounds >= 3
+    assert not loop._thread.is_alive()
