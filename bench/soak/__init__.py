@@ -65,7 +65,7 @@ def run(req: SoakRequest, progress: Callable[[str], None]) -> Verdict:
         groups = {"soak-classic": "classic", **({"soak-consumer": "consumer"} if req.kraft else {})}
         load = Load(stack.state.bootstrap_servers, groups, LOAD_TOPICS)
         load.start()
-        memory = MemorySampler(stack)
+        memory = MemorySampler(stack, record=workdir / "memory.jsonl")
         memory.start()
         chaos = Chaos(stack, load, random.Random(req.seed), progress)
         unexpected: list[str] = []

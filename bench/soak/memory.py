@@ -7,9 +7,13 @@ the heap ends in OutOfMemoryError, a restart the verdict flags. So each sample a
 the part's JVMs have committed, and growth is judged on the memory beyond it."""
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bench.support.jvm import heap_committed_mb
 from bench.support.measure import descendants, rss_mb
@@ -21,6 +25,7 @@ KMON_PARTS = ("collector-", "stream")   # the stack's kmon processes (the stream
 @dataclass
 class MemorySampler:
     stack: LocalStack
+    record: Path | None = None   # each sample also a JSON line here, split by process (see :func:`split`)
     every_s: float = 10.0
     # (part, pid) -> (time, MB, of which JVM heap committed MB): one list per process, as the soak
     # restarts kmon's parts too
@@ -34,18 +39,21 @@ class MemorySampler:
         self._stop.set()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.every_s):
-            assert self.stack.state
-            now = time.time()
-            for name, c in list(self.stack.state.components.items()):
-                if name.startswith(KMON_PARTS) and c.alive():
-                    try:
-                        children = descendants(c.pid)
-                        mb = rss_mb(c.pid) + sum(map(_rss_or_zero, children))
-                    except (OSError, ValueError):   # it died between the check and the read
-                        continue
-                    heap = sum(h for pid in children if (h := heap_committed_mb(pid)) is not None)
-                    self.samples.setdefault((name, c.pid), []).append((now, mb, heap))
+        with open(self.record, "w") if self.record else contextlib.nullcontext() as record:
+            while not self._stop.wait(self.every_s):
+                assert self.stack.state
+                now = time.time()
+                for name, c in list(self.stack.state.components.items()):
+                    if name.startswith(KMON_PARTS) and c.alive():
+                        try:
+                            own, children = rss_mb(c.pid), descendants(c.pid)
+                        except (OSError, ValueError):   # it died between the check and the read
+                            continue
+                        parts = split(own, [(_rss_or_zero(pid), heap_committed_mb(pid)) for pid in children])
+                        self.samples.setdefault((name, c.pid), []).append((now, parts.total, parts.heap))
+                        if record:
+                            record.write(json.dumps({"at": now, "part": name, "pid": c.pid, **dataclasses.asdict(parts)}) + "\n")
+                            record.flush()
 
     def longest_lived(self) -> dict[str, list[tuple[float, float, float]]]:
         """Each part's samples from its process that ran longest (the one a growth shows in)."""
@@ -54,6 +62,28 @@ class MemorySampler:
             if len(samples) > len(out.get(name, ())):
                 out[name] = samples
         return out
+
+
+@dataclass(frozen=True)
+class Split:
+    """One sample of a kmon part, MB: its own process (the stream app's Python driver), its JVMs
+    (Spark's) and their committed heap, and its other children (Spark's Python workers): where a
+    growth beyond the heap lives."""
+    own: float
+    jvm: float
+    heap: float
+    other: float
+
+    @property
+    def total(self) -> float:
+        return self.own + self.jvm + self.other
+
+
+def split(own_mb: float, children: list[tuple[float, float | None]]) -> Split:
+    """Pure: ``children`` as (resident MB, heap committed MB or None where it is no JVM)."""
+    jvms = [(mb, heap) for mb, heap in children if heap is not None]
+    return Split(own_mb, sum(mb for mb, _ in jvms), sum(heap for _, heap in jvms),
+                 sum(mb for mb, heap in children if heap is None))
 
 
 def _rss_or_zero(pid: int) -> float:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.soak.memory import memory_row
+from bench.soak.memory import memory_row, split
 from bench.support.jvm import heap_committed_mb, perf_counters
 
 MB = 2**20
@@ -51,3 +51,9 @@ def test_a_jvm_committing_its_heap_in_steps_is_not_growth_but_memory_beyond_the_
     leaking = [(t, mb + t / 60, heap) for t, mb, heap in steps]   # a megabyte a minute beyond the heap
     assert memory_row(leaking, warm_up_s=600)[2] > 0.05   # type: ignore[index]
     assert memory_row(steps[:11], warm_up_s=600) is None
+
+
+def test_a_sample_tells_the_driver_its_jvm_and_heap_and_its_workers_apart() -> None:
+    parts = split(120.0, [(900.0, 432.0), (40.0, None), (35.0, None)])
+    assert (parts.own, parts.jvm, parts.heap, parts.other) == (120.0, 900.0, 432.0, 75.0)
+    assert parts.total == 1095.0
