@@ -52,7 +52,8 @@ class MemorySampler:
                         parts = split(own, [(_rss_or_zero(pid), heap_committed_mb(pid)) for pid in children])
                         self.samples.setdefault((name, c.pid), []).append((now, parts.total, parts.heap))
                         if record:
-                            record.write(json.dumps({"at": now, "part": name, "pid": c.pid, **dataclasses.asdict(parts)}) + "\n")
+                            line = {"at": now, "part": name, "pid": c.pid, **dataclasses.asdict(parts)}
+                            record.write(json.dumps(line) + "\n")
                             record.flush()
 
     def longest_lived(self) -> dict[str, list[tuple[float, float, float]]]:
