@@ -1,10 +1,14 @@
 """Resident memory of every kmon process through a soak, and how fast it grows after warm-up.
 
-The stream app's Spark JVM commits its heap lazily, in steps, up to spark.driver.memory: in the
-first hour of the 60-minute soak of 2026-11-27 each step of its resident memory was a step of its
-committed heap (279 -> 381 -> 510 MB). That growth is bounded by the heap's limit, and a leak inside
-the heap ends in OutOfMemoryError, a restart the verdict flags. So each sample also holds the heap
-the part's JVMs have committed, and growth is judged on the memory beyond it."""
+The stream app's Spark JVM commits its heap lazily, in steps, up to spark.driver.memory, and its
+resident memory follows as the collector first writes each committed region: in the 50-minute
+ZooKeeper-mode soak of 2026-11-27 the heap stayed at 320 MB committed while the resident memory
+beyond it (taken as resident less committed) rose 358 -> 377 MB, and read from the kernel's map the
+stream JVM's heap was 265 of 392 committed MB resident a minute after start, 320 half a minute later.
+That growth is bounded by the heap's limit, and a leak inside the heap ends in OutOfMemoryError, a
+restart the verdict flags. So each sample also holds how much of its JVMs' heap is resident, and
+growth is judged on the memory beyond it; the committed heap is kept for the table.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -15,11 +19,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.support.jvm import heap_committed_mb
+from bench.support.jvm import heap_committed_mb, heap_resident_mb, heap_span, jcmd_beside
 from bench.support.measure import descendants, rss_mb
 from stack.local import LocalStack
 
 KMON_PARTS = ("collector-", "stream")   # the stack's kmon processes (the stream app with its Spark JVM)
+Sample = tuple[float, float, float, float]   # time, resident MB, of which JVM heap resident, JVM heap committed
 
 
 @dataclass
@@ -27,9 +32,9 @@ class MemorySampler:
     stack: LocalStack
     record: Path | None = None   # each sample also a JSON line here, split by process (see :func:`split`)
     every_s: float = 10.0
-    # (part, pid) -> (time, MB, of which JVM heap committed MB): one list per process, as the soak
-    # restarts kmon's parts too
-    samples: dict[tuple[str, int], list[tuple[float, float, float]]] = field(default_factory=dict)
+    # (part, pid) -> its samples: one list per process, as the soak restarts kmon's parts too
+    samples: dict[tuple[str, int], list[Sample]] = field(default_factory=dict)
+    _spans: dict[int, tuple[int, int] | None] = field(default_factory=dict)   # a JVM's pid -> its heap's span
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
@@ -49,16 +54,29 @@ class MemorySampler:
                             own, children = rss_mb(c.pid), descendants(c.pid)
                         except (OSError, ValueError):   # it died between the check and the read
                             continue
-                        parts = split(own, [(_rss_or_zero(pid), heap_committed_mb(pid)) for pid in children])
-                        self.samples.setdefault((name, c.pid), []).append((now, parts.total, parts.heap))
+                        parts = split(own, [(_rss_or_zero(pid), self._heap(pid)) for pid in children])
+                        self.samples.setdefault((name, c.pid), []).append(
+                            (now, parts.total, parts.heap_resident, parts.heap_committed))
                         if record:
                             line = {"at": now, "part": name, "pid": c.pid, **dataclasses.asdict(parts)}
                             record.write(json.dumps(line) + "\n")
                             record.flush()
 
-    def longest_lived(self) -> dict[str, list[tuple[float, float, float]]]:
+    def _heap(self, pid: int) -> tuple[float, float] | None:
+        """(resident, committed) MB of ``pid``'s heap; None if it is no JVM (or it just ended)."""
+        committed = heap_committed_mb(pid)
+        if committed is None:
+            return None
+        if pid not in self._spans:
+            self._spans[pid] = heap_span(jcmd_beside(self.stack.tools.java), pid)
+        span = self._spans[pid]
+        # where jcmd could not say, committed stands in for resident (it overstates the heap's share)
+        resident = heap_resident_mb(pid, span) if span else committed
+        return None if resident is None else (resident, committed)
+
+    def longest_lived(self) -> dict[str, list[Sample]]:
         """Each part's samples from its process that ran longest (the one a growth shows in)."""
-        out: dict[str, list[tuple[float, float, float]]] = {}
+        out: dict[str, list[Sample]] = {}
         for (name, _), samples in self.samples.items():
             if len(samples) > len(out.get(name, ())):
                 out[name] = samples
@@ -68,11 +86,12 @@ class MemorySampler:
 @dataclass(frozen=True)
 class Split:
     """One sample of a kmon part, MB: its own process (the stream app's Python driver), its JVMs
-    (Spark's) and their committed heap, and its other children (Spark's Python workers): where a
-    growth beyond the heap lives."""
+    (Spark's) with how much of their heap is resident and committed, and its other children (Spark's
+    Python workers): where a growth beyond the heap lives."""
     own: float
     jvm: float
-    heap: float
+    heap_resident: float
+    heap_committed: float
     other: float
 
     @property
@@ -80,11 +99,11 @@ class Split:
         return self.own + self.jvm + self.other
 
 
-def split(own_mb: float, children: list[tuple[float, float | None]]) -> Split:
-    """Pure: ``children`` as (resident MB, heap committed MB or None where it is no JVM)."""
+def split(own_mb: float, children: list[tuple[float, tuple[float, float] | None]]) -> Split:
+    """Pure: ``children`` as (resident MB, (heap resident MB, heap committed MB) or None where it is no JVM)."""
     jvms = [(mb, heap) for mb, heap in children if heap is not None]
-    return Split(own_mb, sum(mb for mb, _ in jvms), sum(heap for _, heap in jvms),
-                 sum(mb for mb, heap in children if heap is None))
+    return Split(own_mb, sum(mb for mb, _ in jvms), sum(heap[0] for _, heap in jvms),
+                 sum(heap[1] for _, heap in jvms), sum(mb for mb, heap in children if heap is None))
 
 
 def _rss_or_zero(pid: int) -> float:
@@ -115,18 +134,17 @@ def growth_per_hour(samples: list[tuple[float, float]], warm_up_s: float) -> tup
     return first, last, slope * 3600 / first if first > 0 else 0.0
 
 
-def beyond_heap(samples: list[tuple[float, float, float]]) -> list[tuple[float, float]]:
-    """Pure: each sample's resident memory less the JVM heap committed at that moment."""
-    return [(t, mb - heap) for t, mb, heap in samples]
+def beyond_heap(samples: list[Sample]) -> list[tuple[float, float]]:
+    """Pure: each sample's resident memory less the JVM heap resident at that moment."""
+    return [(t, mb - heap) for t, mb, heap, _ in samples]
 
 
-def memory_row(samples: list[tuple[float, float, float]],
-               warm_up_s: float) -> tuple[float, float, float, float, float] | None:
+def memory_row(samples: list[Sample], warm_up_s: float) -> tuple[float, float, float, float, float] | None:
     """Pure: resident MB after warm-up and at the end (fitted), growth per hour of the memory beyond
     the JVM heap, and the heap committed after warm-up and at the end; None with too few samples."""
-    resident = growth_per_hour([(t, mb) for t, mb, _ in samples], warm_up_s)
+    resident = growth_per_hour([(t, mb) for t, mb, _, _ in samples], warm_up_s)
     beyond = growth_per_hour(beyond_heap(samples), warm_up_s)
     if resident is None or beyond is None:
         return None
-    heap = [h for t, _, h in samples if t >= samples[0][0] + warm_up_s]
-    return resident[0], resident[1], beyond[2], heap[0], heap[-1]
+    committed = [c for t, _, _, c in samples if t >= samples[0][0] + warm_up_s]
+    return resident[0], resident[1], beyond[2], committed[0], committed[-1]

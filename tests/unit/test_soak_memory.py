@@ -1,4 +1,5 @@
-"""The soak's memory verdict: a JVM's committed heap read from hsperfdata, and growth judged beyond it."""
+"""The soak's memory verdict: a JVM's committed heap read from hsperfdata, its resident heap from the kernel's
+map, and growth judged beyond the resident heap."""
 from __future__ import annotations
 
 import struct
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.soak.memory import memory_row, split
-from bench.support.jvm import heap_committed_mb, perf_counters
+from bench.support.jvm import heap_committed_mb, parse_heap_span, perf_counters, resident_within
 
 MB = 2**20
 
@@ -44,16 +45,46 @@ def test_no_jvm_or_no_counters_is_none_not_an_error(tmp_path: Path) -> None:
 
 def test_a_jvm_committing_its_heap_in_steps_is_not_growth_but_memory_beyond_the_heap_is() -> None:
     """The stream app of the 60-minute KRaft soak: each step of its resident memory was a step of its heap."""
-    steps = [(t * 60.0, 900.0 + heap, heap) for t, heap in
+    steps = [(t * 60.0, 900.0 + heap, heap, heap) for t, heap in
              [(m, 279.0 if m < 25 else 381.0 if m < 45 else 510.0) for m in range(60)]]
     first, last, growth, heap_first, heap_last = memory_row(steps, warm_up_s=600)   # type: ignore[misc]
     assert last > first * 1.1 and abs(growth) < 0.001 and (heap_first, heap_last) == (279, 510)
-    leaking = [(t, mb + t / 60, heap) for t, mb, heap in steps]   # a megabyte a minute beyond the heap
+    leaking = [(t, mb + t / 60, *heap) for t, mb, *heap in steps]   # a megabyte a minute beyond the heap
     assert memory_row(leaking, warm_up_s=600)[2] > 0.05   # type: ignore[index]
     assert memory_row(steps[:11], warm_up_s=600) is None
 
 
+def test_a_committed_heap_becoming_resident_is_not_growth() -> None:
+    """The stream app of the 50-minute ZooKeeper-mode soak: its heap committed at 320 MB throughout, its
+    resident memory rising as the collector first wrote regions of it."""
+    touching = [(t * 60.0, 800.0 + min(320.0, 200 + 4 * t), min(320.0, 200 + 4 * t), 320.0) for t in range(40)]
+    first, last, growth, heap_first, heap_last = memory_row(touching, warm_up_s=600)   # type: ignore[misc]
+    assert last > first and growth == 0 and (heap_first, heap_last) == (320, 320)
+
+
 def test_a_sample_tells_the_driver_its_jvm_and_heap_and_its_workers_apart() -> None:
-    parts = split(120.0, [(900.0, 432.0), (40.0, None), (35.0, None)])
-    assert (parts.own, parts.jvm, parts.heap, parts.other) == (120.0, 900.0, 432.0, 75.0)
+    parts = split(120.0, [(900.0, (300.0, 432.0)), (40.0, None), (35.0, None)])
+    assert (parts.own, parts.jvm, parts.heap_resident, parts.heap_committed, parts.other) == (
+        120.0, 900.0, 300.0, 432.0, 75.0)
     assert parts.total == 1095.0
+
+
+def test_where_the_heap_lies_is_read_from_jcmd() -> None:
+    said = """27558:
+ garbage-first heap   total 401408K, used 181593K [0x00000000c0000000, 0x0000000100000000)
+  region size 1024K, 64 young (65536K), 4 survivors (4096K)
+ Metaspace       used 156547K, committed 158208K, reserved 1245184K
+"""
+    assert parse_heap_span(said) == (0xC0000000, 0x100000000)
+    assert parse_heap_span("27558:\ncom.sun.tools.attach.AttachNotSupportedException: no such process\n") is None
+
+
+def test_the_heap_resident_is_the_resident_memory_of_the_mappings_within_it() -> None:
+    def mapping(start: int, end: int, rss_kb: int, perms: str = "rw-p") -> str:
+        return (f"{start:08x}-{end:08x} {perms} 00000000 00:00 0 \nSize: {(end - start) // 1024} kB\n"
+                f"Rss: {rss_kb} kB\nPss: {rss_kb} kB\n")
+    smaps = (mapping(0xBFF00000, 0xC0000000, 512)              # just below the heap
+             + mapping(0xC0000000, 0xD8800000, 300 * 1024)    # committed, mostly written
+             + mapping(0xD8800000, 0x100000000, 0, "---p")    # reserved, not committed
+             + mapping(0x100000000, 0x100100000, 1024))       # class space, just above
+    assert resident_within(smaps, (0xC0000000, 0x100000000)) == 300
