@@ -106,6 +106,10 @@ class BrokerState:
     in_controlled_shutdown: bool = False
     incarnation_id: str | None = None     # a new one each time the broker process starts
     broker_epoch: Int64 | None = None     # KRaft: the metadata offset of its registration
+    # ZooKeeper mode: the creation zxid of its registration znode (ephemeral), so a new one each time
+    # the broker registers (its process started, or its session expired): a registration made again
+    # while kmon was not looking still differs from the last one kmon saw
+    registration_zxid: Int64 | None = None
 
 
 @dataclass(frozen=True)

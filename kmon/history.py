@@ -23,7 +23,8 @@ TRANSITION_KINDS: dict[str, str] = {
                          "epoch: controller epoch, or the quorum's raft epoch)",
     "broker_registered": "a broker registered (ZooKeeper, or KRaft's metadata log: also a restarted broker's new "
                          "registration)",
-    "broker_gone": "a broker's registration disappeared (shutdown, crash or lost session; KRaft: unregistered)",
+    "broker_gone": "a broker's registration disappeared (shutdown, crash or lost session; KRaft: unregistered; "
+                   "ZooKeeper: also one found made again, its deletion unseen, told before the new one)",
     "broker_fenced": "a registered broker was fenced: it missed its heartbeats or completed its shutdown (KRaft)",
     "broker_unfenced": "a fenced broker was unfenced: caught up with the metadata log, it serves again (KRaft)",
     "broker_controlled_shutdown": "a broker began a controlled shutdown: its leaders move away (KRaft)",

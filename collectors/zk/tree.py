@@ -414,6 +414,8 @@ class ZkTree:
         if entity.kind == "topic":
             topic, config = nodes
             return dataclasses.replace(topic.value, config=config.value if config else {}) if topic else None
+        if entity.kind == "broker" and nodes[0]:
+            return dataclasses.replace(nodes[0].value, registration_zxid=nodes[0].czxid)
         return nodes[0].value if nodes[0] else None
 
     def _envelope(self, entity: EntityId, op: str, now_ms: int, data: Any, zxid: int | None,

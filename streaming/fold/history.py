@@ -87,10 +87,12 @@ def _broker(prev: BrokerState | None, new: BrokerState | None, base: dict) -> li
         return _came_or_went(prev, new, base, "broker_registered", "broker_gone", broker=broker,
                              detail=_registration(new) if new is not None else None)
     t = broker_transitions(prev, new)
-    steps = (("broker_registered", t.reregistered), ("broker_controlled_shutdown", t.controlled_shutdown),
-             ("broker_fenced", t.fenced), ("broker_unfenced", t.unfenced))
-    return [Transition(**base, kind=kind, broker=broker, detail=_registration(new))
-            for kind, happened in steps if happened]
+    gone = [Transition(**base, kind="broker_gone", broker=broker, detail="unseen: registered again since")
+            ] if t.gone_between else []
+    steps = (("broker_registered", t.reregistered or t.gone_between), ("broker_controlled_shutdown",
+             t.controlled_shutdown), ("broker_fenced", t.fenced), ("broker_unfenced", t.unfenced))
+    return gone + [Transition(**base, kind=kind, broker=broker, detail=_registration(new))
+                   for kind, happened in steps if happened]
 
 
 def _registration(state: BrokerState) -> str | None:

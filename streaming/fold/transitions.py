@@ -53,6 +53,9 @@ def partition_transitions(prev: PartitionState | None, new: PartitionState,
 class BrokerTransitions(NamedTuple):
     """What changed in a broker's registration (KRaft: ZooKeeper-mode states are never fenced)."""
     reregistered: bool = False          # a new process of the broker registered (a new incarnation id)
+    # ZooKeeper mode: its registration znode was made again since the last read, its deletion unseen
+    # (kmon stopped, or a ZooKeeper restart hid it): the broker was gone in between, and is back
+    gone_between: bool = False
     fenced: bool = False
     unfenced: bool = False
     controlled_shutdown: bool = False   # began one
@@ -63,6 +66,8 @@ def broker_transitions(prev: BrokerState, new: BrokerState) -> BrokerTransitions
     if new.incarnation_id != prev.incarnation_id:
         # a restarted broker's registration replaces the old one and starts fenced: one step
         return BrokerTransitions(reregistered=True)
+    if None not in (prev.registration_zxid, new.registration_zxid) and prev.registration_zxid != new.registration_zxid:
+        return BrokerTransitions(gone_between=True)   # an ephemeral znode made again: the old one was deleted
     return BrokerTransitions(fenced=new.fenced and not prev.fenced, unfenced=prev.fenced and not new.fenced,
                              controlled_shutdown=new.in_controlled_shutdown and not prev.in_controlled_shutdown)
 

@@ -3,8 +3,10 @@ Spark app and Prometheus; assertions on the exported /metrics and on Prometheus'
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
+from collections import Counter
 from typing import Iterator
 
 import pytest
@@ -619,3 +621,25 @@ def test_13_two_collectors_of_each_kind_count_every_transition_once(mon: LocalSt
             m.leave()
         for name in added:
             mon.remove(name)
+
+
+def test_14_a_broker_restarted_while_the_collector_was_down_is_gone_and_back_in_the_history(mon: LocalStack) -> None:
+    """A ZooKeeper-mode registration carries no process id: the restart is told by the broker's
+    registration znode made again (another creation zxid), read by the resync after the collector starts."""
+    broker = next(b for b in mon.broker_ids() if b != mon.controller_id())
+
+    def told() -> Counter[str]:
+        return Counter(t.kind for t in history_rows(mon, CLUSTER)
+                       if t.broker == broker and t.kind in ("broker_gone", "broker_registered"))
+
+    before = told()
+    mon.kill("collector-zk")
+    mon.kill_broker(broker, signal.SIGTERM)   # a clean stop: its registration goes at once
+    eventually(lambda: not mon.zk_exists(f"/brokers/ids/{broker}"), 60, "the registration deleted")
+    mon.start_broker(broker)
+    eventually(lambda: mon.zk_exists(f"/brokers/ids/{broker}"), 60, "registered again")
+    mon.start("collector-zk")
+    eventually(lambda: told() - before == Counter(broker_gone=1, broker_registered=1), 120,
+               f"broker {broker}'s restart in the history")
+    assert v(mon, "kmon_brokers") == 3
+    assert_history_agrees(mon, CLUSTER)

@@ -146,9 +146,14 @@ def test_a_restarted_broker_registers_anew():
         BrokerTransitions(reregistered=True)
 
 
-def test_zookeeper_mode_registrations_change_nothing_of_these():
-    zk = BrokerState(1, "h", 9092, None)
+def test_zookeeper_mode_registrations_change_nothing_of_these_but_a_registration_made_again():
+    zk = BrokerState(1, "h", 9092, None, registration_zxid=0x50)
     assert broker_transitions(zk, dataclasses.replace(zk, host="h2")) == BrokerTransitions()
+    # its ephemeral znode made again: the old one was deleted, unseen
+    assert broker_transitions(zk, dataclasses.replace(zk, registration_zxid=0x90)) == \
+        BrokerTransitions(gone_between=True)
+    # a state kept from before kmon carried the zxid tells nothing
+    assert broker_transitions(dataclasses.replace(zk, registration_zxid=None), zk) == BrokerTransitions()
 
 
 # ------------------------------------------------------------------ controller

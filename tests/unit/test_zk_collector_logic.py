@@ -334,3 +334,21 @@ def test_badly_named_children_are_reported_not_followed(tree: ZkTree, zk: FakeZk
     assert events == [] and [r.value for r, _ in rnd.malformed] == ["broker_ids"]
     zk.delete("/kafka/brokers/ids/not-a-number")
     assert follow(tree, zk, "/kafka/brokers/ids")[0] == []
+
+
+def test_a_broker_registered_again_unseen_was_gone_in_between(zk: FakeZk) -> None:
+    """kmon stopped (or a ZooKeeper restart hid the deletion) while broker 2 restarted: its registration is
+    another znode, the same bytes. The state carries the znode's creation zxid, so the fold tells it even
+    from a collector that never saw the old one."""
+    broker_2 = lambda events: [e for e in events if e.entity == "broker:2"]
+    [seen] = broker_2(snapshot(ZkTree(PATHS, "c1"), zk))
+    record, _, told = apply_event(None, seen)
+    registration = zk.nodes["/kafka/brokers/ids/2"][0]
+    zk.delete("/kafka/brokers/ids/2")
+    zk.set("/kafka/brokers/ids/2", registration)
+    [again] = broker_2(snapshot(ZkTree(PATHS, "c1"), zk))   # a collector started anew
+    assert again.data.registration_zxid == zk.nodes["/kafka/brokers/ids/2"][1] > seen.data.registration_zxid
+    record, _, told = apply_event(record, again)
+    assert [(t.kind, t.broker) for t in told] == [("broker_gone", 2), ("broker_registered", 2)]
+    [reread] = broker_2(snapshot(ZkTree(PATHS, "c1"), zk))
+    assert apply_event(record, reread)[2] == ()
