@@ -222,6 +222,7 @@ class StackRequest:
     profile: configs.Profile | None = None   # timing; None: Profile.fast() or Profile() after ``fast``
     # extra JVM options of each monitored broker by id (e.g. a Java agent on a port of its own)
     broker_jvm_options: Callable[[int], list[str]] | None = None
+    reserved_ports: frozenset[int] = frozenset()   # ports the caller's servers bind (such agents): none is picked
     kraft: bool = False           # the monitored cluster in KRaft mode, on Kafka 4.x (no ZooKeeper)
     controllers: int = 0          # KRaft: dedicated controllers; 0: each broker is a controller too
     kraft_profile: configs.KraftProfile | None = None   # None: KraftProfile.fast() or KraftProfile() after ``fast``
@@ -306,7 +307,7 @@ class LocalStack:
         profile = req.timing()
         again = previous or StackState(dir=self.dir, chroot="", brokers=0, fast=False, stream_port=0,
                                        collector_ports={})
-        pick = PortPicker().pick   # each server's earlier port where it is free still
+        pick = PortPicker(req.reserved_ports).pick   # each server's earlier port where it is free still
         self.state = StackState(dir=self.dir, chroot=req.chroot, brokers=req.brokers, fast=req.fast,
                                 stream_port=pick(again.stream_port),
                                 collector_ports={source: pick(again.collector_ports.get(source, 0))

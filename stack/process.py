@@ -51,8 +51,8 @@ class PortPicker:
     none is bound before its process starts (two picks of one stack's start could return the
     same port, and the server started second exited with "Address already in use")."""
 
-    def __init__(self) -> None:
-        self._picked: set[int] = set()
+    def __init__(self, reserved: Collection[int] = ()) -> None:
+        self._picked: set[int] = set(reserved)   # ``reserved``: ports servers started beside these will bind
 
     def pick(self, earlier: int = 0) -> int:
         """``earlier`` (a server's port before) if it is free and not picked, else a new free one."""

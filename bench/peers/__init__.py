@@ -40,7 +40,7 @@ from cli.monitor import MonitorOptions, start_monitor
 from kmon.toolchain import find_toolchain
 from stack import configs
 from stack.local import LocalStack, StackRequest, collector_sources
-from stack.process import free_port
+from stack.process import PortPicker
 
 BROKERS = 3
 # Kafka's default session (18 s), so that a SIGSTOP can outlast replica.lag.time.max.ms without
@@ -73,7 +73,8 @@ def run(chosen: list[str], sizes: list[int], baseline_s: float, quiet_s: float, 
         raise ValueError(f"not on a KRaft cluster: {refused[0]}: {faults.NOT_ON_KRAFT[refused[0]]}")
     toolchain = find_toolchain()
     tools = peer_tools(toolchain.cache, progress, with_burrow=not kraft)
-    agent_ports = {b: free_port() for b in range(1, BROKERS + 1)}
+    pick = PortPicker().pick
+    agent_ports = {b: pick() for b in range(1, BROKERS + 1)}
     with contextlib.ExitStack() as keep:
         root = workdir or Path(keep.enter_context(tempfile.TemporaryDirectory(prefix="kmon-bench-peers-")))
         stack = LocalStack(root / "stack", toolchain, die_with_parent=True)
@@ -82,7 +83,8 @@ def run(chosen: list[str], sizes: list[int], baseline_s: float, quiet_s: float, 
                  "with the JMX exporter agent) and kmon's events cluster")
         stack.up(StackRequest(brokers=BROKERS, prometheus=False, events_cluster=True, profile=PROFILE,
                               kraft=kraft, kraft_profile=KRAFT_PROFILE,
-                              broker_jvm_options=lambda b: [jmx_agent_option(tools, agent_ports[b], kraft)]))
+                              broker_jvm_options=lambda b: [jmx_agent_option(tools, agent_ports[b], kraft)],
+                              reserved_ports=frozenset(agent_ports.values())))
         try:
             progress(f"starting kmon as `kmon run` does: both collectors ({', '.join(collector_sources(kraft))}) "
                      "and the stream app")

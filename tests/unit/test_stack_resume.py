@@ -76,6 +76,14 @@ def test_servers_started_together_never_share_a_port_none_of_them_has_bound_yet(
     assert len({pick(0) for _ in range(2000)}) == 2000
 
 
+def test_ports_reserved_for_servers_started_beside_the_stack_are_never_picked() -> None:
+    """The peers bench's JMX agents: their ports are chosen first, bound only when the brokers start."""
+    reserved = {PortPicker().pick() for _ in range(500)}
+    pick = PortPicker(reserved).pick
+    assert not reserved & {pick(0) for _ in range(2000)}
+    assert pick(next(iter(reserved))) not in reserved   # not even as a server's earlier port
+
+
 @pytest.mark.parametrize("code, status, said", [
     (os.CLD_EXITED, 0, "exited with status 0"),
     (os.CLD_EXITED, 3, "exited with status 3"),
