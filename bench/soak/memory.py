@@ -6,8 +6,10 @@ ZooKeeper-mode soak of 2026-11-27 the heap stayed at 320 MB committed while the 
 beyond it (taken as resident less committed) rose 358 -> 377 MB, and read from the kernel's map the
 stream JVM's heap was 265 of 392 committed MB resident a minute after start, 320 half a minute later.
 That growth is bounded by the heap's limit, and a leak inside the heap ends in OutOfMemoryError, a
-restart the verdict flags. So each sample also holds how much of its JVMs' heap is resident, and
-growth is judged on the memory beyond it; the committed heap is kept for the table.
+restart the verdict flags. The JIT's code cache fills for tens of minutes (the stream JVM's grew
+~0.9 MB a minute at 20 to 27 minutes old, compiling ~250 methods a minute), up to its reservation,
+240 MB. So each sample also holds how much of its JVMs' heap and code cache is resident, and growth
+is judged on the memory beyond both; the committed heap and the code cache are kept for the table.
 """
 from __future__ import annotations
 
@@ -18,13 +20,33 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
-from bench.support.jvm import heap_committed_mb, heap_resident_mb, heap_span, jcmd_beside
+from bench.support.jvm import Reserved, heap_committed_mb, jcmd_beside, reserved, resident_mb
 from bench.support.measure import descendants, rss_mb
 from stack.local import LocalStack
 
 KMON_PARTS = ("collector-", "stream")   # the stack's kmon processes (the stream app with its Spark JVM)
-Sample = tuple[float, float, float, float]   # time, resident MB, of which JVM heap resident, JVM heap committed
+
+
+class Sample(NamedTuple):
+    at: float
+    mb: float               # the part's resident memory, its children's with it
+    heap_resident: float    # of which its JVMs' heap
+    heap_committed: float   # (not all of it resident)
+    code_resident: float    # of which its JVMs' JIT code cache
+
+    @property
+    def beyond(self) -> float:
+        """The memory beyond the JVMs' two bounded reservations, where a leak would show."""
+        return self.mb - self.heap_resident - self.code_resident
+
+
+class JvmMemory(NamedTuple):
+    """Of one JVM, MB: its heap resident and committed, and its JIT's code cache resident."""
+    heap_resident: float
+    heap_committed: float
+    code_resident: float
 
 
 @dataclass
@@ -34,7 +56,7 @@ class MemorySampler:
     every_s: float = 10.0
     # (part, pid) -> its samples: one list per process, as the soak restarts kmon's parts too
     samples: dict[tuple[str, int], list[Sample]] = field(default_factory=dict)
-    _spans: dict[int, tuple[int, int] | None] = field(default_factory=dict)   # a JVM's pid -> its heap's span
+    _reserved: dict[int, Reserved] = field(default_factory=dict)   # by a JVM's pid
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
@@ -54,25 +76,28 @@ class MemorySampler:
                             own, children = rss_mb(c.pid), descendants(c.pid)
                         except (OSError, ValueError):   # it died between the check and the read
                             continue
-                        parts = split(own, [(_rss_or_zero(pid), self._heap(pid)) for pid in children])
-                        self.samples.setdefault((name, c.pid), []).append(
-                            (now, parts.total, parts.heap_resident, parts.heap_committed))
+                        parts = split(own, [(_rss_or_zero(pid), self._jvm(pid)) for pid in children])
+                        self.samples.setdefault((name, c.pid), []).append(Sample(
+                            now, parts.total, parts.heap_resident, parts.heap_committed, parts.code_resident))
                         if record:
                             line = {"at": now, "part": name, "pid": c.pid, **dataclasses.asdict(parts)}
                             record.write(json.dumps(line) + "\n")
                             record.flush()
 
-    def _heap(self, pid: int) -> tuple[float, float] | None:
-        """(resident, committed) MB of ``pid``'s heap; None if it is no JVM (or it just ended)."""
+    def _jvm(self, pid: int) -> JvmMemory | None:
+        """None if ``pid`` is no JVM (or it just ended)."""
         committed = heap_committed_mb(pid)
         if committed is None:
             return None
-        if pid not in self._spans:
-            self._spans[pid] = heap_span(jcmd_beside(self.stack.tools.java), pid)
-        span = self._spans[pid]
-        # where jcmd could not say, committed stands in for resident (it overstates the heap's share)
-        resident = heap_resident_mb(pid, span) if span else committed
-        return None if resident is None else (resident, committed)
+        if pid not in self._reserved:
+            self._reserved[pid] = reserved(jcmd_beside(self.stack.tools.java), pid)
+        at = self._reserved[pid]
+        resident = resident_mb(pid, [span for span in (at.heap, at.code) if span])
+        if resident is None:
+            return None
+        # where jcmd could not say, committed stands in for the heap's resident part (it overstates
+        # it), nothing for the code cache's
+        return JvmMemory(resident.pop(0) if at.heap else committed, committed, resident.pop(0) if at.code else 0.0)
 
     def longest_lived(self) -> dict[str, list[Sample]]:
         """Each part's samples from its process that ran longest (the one a growth shows in)."""
@@ -86,12 +111,13 @@ class MemorySampler:
 @dataclass(frozen=True)
 class Split:
     """One sample of a kmon part, MB: its own process (the stream app's Python driver), its JVMs
-    (Spark's) with how much of their heap is resident and committed, and its other children (Spark's
-    Python workers): where a growth beyond the heap lives."""
+    (Spark's) with how much of their heap is resident and committed and of their code cache resident,
+    and its other children (Spark's Python workers): where a growth beyond the heap lives."""
     own: float
     jvm: float
     heap_resident: float
     heap_committed: float
+    code_resident: float
     other: float
 
     @property
@@ -99,11 +125,11 @@ class Split:
         return self.own + self.jvm + self.other
 
 
-def split(own_mb: float, children: list[tuple[float, tuple[float, float] | None]]) -> Split:
-    """Pure: ``children`` as (resident MB, (heap resident MB, heap committed MB) or None where it is no JVM)."""
-    jvms = [(mb, heap) for mb, heap in children if heap is not None]
-    return Split(own_mb, sum(mb for mb, _ in jvms), sum(heap[0] for _, heap in jvms),
-                 sum(heap[1] for _, heap in jvms), sum(mb for mb, heap in children if heap is None))
+def split(own_mb: float, children: list[tuple[float, JvmMemory | None]]) -> Split:
+    """Pure: ``children`` as (resident MB, what of it is a JVM's, None where it is no JVM)."""
+    jvms = [(mb, of) for mb, of in children if of is not None]
+    return Split(own_mb, sum(mb for mb, _ in jvms), *(sum(of[i] for _, of in jvms) for i in range(3)),
+                 sum(mb for mb, of in children if of is None))
 
 
 def _rss_or_zero(pid: int) -> float:
@@ -134,17 +160,25 @@ def growth_per_hour(samples: list[tuple[float, float]], warm_up_s: float) -> tup
     return first, last, slope * 3600 / first if first > 0 else 0.0
 
 
-def beyond_heap(samples: list[Sample]) -> list[tuple[float, float]]:
-    """Pure: each sample's resident memory less the JVM heap resident at that moment."""
-    return [(t, mb - heap) for t, mb, heap, _ in samples]
+class MemoryRow(NamedTuple):
+    """A part's memory after warm-up: resident MB then and at the end (fitted), the growth per hour of
+    its memory beyond its JVMs' heap and code cache, and those two (heap committed, code cache
+    resident) after warm-up and at the end."""
+    first: float
+    last: float
+    growth: float
+    heap_first: float
+    heap_last: float
+    code_first: float
+    code_last: float
 
 
-def memory_row(samples: list[Sample], warm_up_s: float) -> tuple[float, float, float, float, float] | None:
-    """Pure: resident MB after warm-up and at the end (fitted), growth per hour of the memory beyond
-    the JVM heap, and the heap committed after warm-up and at the end; None with too few samples."""
-    resident = growth_per_hour([(t, mb) for t, mb, _, _ in samples], warm_up_s)
-    beyond = growth_per_hour(beyond_heap(samples), warm_up_s)
+def memory_row(samples: list[Sample], warm_up_s: float) -> MemoryRow | None:
+    """Pure: None with too few samples after warm-up."""
+    resident = growth_per_hour([(s.at, s.mb) for s in samples], warm_up_s)
+    beyond = growth_per_hour([(s.at, s.beyond) for s in samples], warm_up_s)
     if resident is None or beyond is None:
         return None
-    committed = [c for t, _, _, c in samples if t >= samples[0][0] + warm_up_s]
-    return resident[0], resident[1], beyond[2], committed[0], committed[-1]
+    kept = [s for s in samples if s.at >= samples[0].at + warm_up_s]
+    return MemoryRow(resident[0], resident[1], beyond[2], kept[0].heap_committed, kept[-1].heap_committed,
+                     kept[0].code_resident, kept[-1].code_resident)

@@ -25,7 +25,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from confluent_kafka.admin import AdminClient
 
 from bench.oracle import OracleTransition
-from bench.soak.memory import MemorySampler, memory_row
+from bench.soak.memory import MemoryRow, MemorySampler, memory_row
 from kmon.events import EVENTS_TOPIC, Event
 from kmon.history import Transition
 from stack.local import LocalStack, metadata_brokers
@@ -58,8 +58,7 @@ class Verdict:
     extra_examples: list[str] = field(default_factory=list)
     counters: list[str] = field(default_factory=list)     # counters that disagree with their rows
     views: list[str] = field(default_factory=list)        # views that disagree with the cluster
-    # part -> MB after warm-up and at the end, growth/h beyond the JVM heap, heap committed then and at the end
-    memory: dict[str, tuple[float, float, float, float, float]] = field(default_factory=dict)
+    memory: dict[str, MemoryRow] = field(default_factory=dict)   # by kmon part
     restarts: list[str] = field(default_factory=list)
     tracebacks: list[str] = field(default_factory=list)
 
@@ -74,8 +73,8 @@ class Verdict:
             out.append(f"versions skipped {self.versions_skipped[0]}, kmon said {self.versions_skipped[1]}")
         out += [f"counter: {c}" for c in self.counters] + [f"view: {v}" for v in self.views]
         if self.memory_checked:
-            out += [f"memory of {part} grew {m[2]:.1%}/h beyond its JVM heap" for part, m in self.memory.items()
-                    if m[2] > GROWTH_LIMIT]
+            out += [f"memory of {part} grew {m.growth:.1%}/h beyond its JVM heap and code cache"
+                    for part, m in self.memory.items() if m.growth > GROWTH_LIMIT]
         return out + [f"restart: {r}" for r in self.restarts] + [f"traceback in {t}" for t in self.tracebacks]
 
     @property
@@ -90,10 +89,11 @@ class Verdict:
             "transitions": [{"kind": k, "oracle": self.oracle[k], "in kmon's history": self.matched[k],
                              "lost": self.lost[k], "extra": self.extra[k], "coalesced": self.coalesced[k],
                              "kmon across skipped versions": self.kmon_over_gaps[k]} for k in kinds],
-            "memory": [{"process": part, "MB after warm-up": round(first), "MB at the end": round(last),
-                        "of which JVM heap committed": f"{heap_first:.0f} -> {heap_last:.0f}" if heap_last else "-",
-                        "growth per hour beyond the heap": f"{growth:.1%}"}
-                       for part, (first, last, growth, heap_first, heap_last) in sorted(self.memory.items())],
+            "memory": [{"process": part, "MB after warm-up": round(m.first), "MB at the end": round(m.last),
+                        "JVM heap committed": f"{m.heap_first:.0f} -> {m.heap_last:.0f}" if m.heap_last else "-",
+                        "JIT code cache resident": f"{m.code_first:.0f} -> {m.code_last:.0f}" if m.code_last else "-",
+                        "growth per hour beyond both": f"{m.growth:.1%}"}
+                       for part, m in sorted(self.memory.items())],
         }
 
 

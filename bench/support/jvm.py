@@ -2,13 +2,13 @@
 hsperfdata (what jstat reads), and how much of it is resident, from the kernel's map of its memory.
 
 Read from files, not by starting jstat or jcmd: a soak samples every 10 s, and a JVM started for each
-sample would cost the 2-core machine more than what it measures. Only where the heap lies is asked of
-jcmd, once per JVM: a reservation does not move.
+sample would cost the 2-core machine more than what it measures. Only where the heap and the JIT's
+code cache lie is asked of jcmd, once per JVM: a reservation does not move.
 
 Committed is not resident: G1 commits regions and the kernel maps their pages only when first written,
 so a JVM's resident memory grows toward its committed heap for as long as the collector keeps
 reaching regions it has not used yet (in the stream app, ~130 of 390 MB committed still untouched
-a minute after start).
+a minute after start). Its code cache fills the same way as the JIT compiles, for tens of minutes.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import re
 import struct
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 _MAGIC = 0xCAFEC0C0
@@ -54,34 +55,56 @@ def heap_committed_mb(pid: int, directory: Path | None = None) -> float | None:
     return None if young is None or old is None else (young + old) / 2**20
 
 
+Span = tuple[int, int]   # addresses, the end excluded
 _HEAP_SPAN = re.compile(r"^ \S.* heap +total .*\[(0x[0-9a-f]+), (0x[0-9a-f]+)\)", re.MULTILINE)
+_CODE_HEAP_BOUNDS = re.compile(r"^ bounds \[(0x[0-9a-f]+), 0x[0-9a-f]+, (0x[0-9a-f]+)\]", re.MULTILINE)
 _MAPPING = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) ", re.MULTILINE)
 
 
-def heap_span(jcmd: str, pid: int) -> tuple[int, int] | None:
-    """The addresses ``pid`` reserved for its heap (the end excluded); None if it is no JVM that answers."""
+@dataclass(frozen=True)
+class Reserved:
+    """Where a JVM reserved its heap and its JIT's code cache: both sized at its start (the heap up to
+    -Xmx, the code cache ReservedCodeCacheSize, 240 MB), and made resident page by page as written."""
+    heap: Span | None
+    code: Span | None
+
+
+def reserved(jcmd: str, pid: int) -> Reserved:
+    """Asked of jcmd once per JVM (a reservation does not move); a span is None where it did not say."""
+    return Reserved(parse_heap_span(_ask(jcmd, pid, "GC.heap_info")),
+                    parse_code_span(_ask(jcmd, pid, "Compiler.codecache")))
+
+
+def _ask(jcmd: str, pid: int, command: str) -> str:
     try:
-        said = subprocess.run([jcmd, str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=60).stdout
+        return subprocess.run([jcmd, str(pid), command], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    return parse_heap_span(said)
+        return ""
 
 
-def parse_heap_span(said: str) -> tuple[int, int] | None:
+def parse_heap_span(said: str) -> Span | None:
     """Pure: the heap's reservation from what `jcmd GC.heap_info` says."""
     m = _HEAP_SPAN.search(said)
     return (int(m.group(1), 16), int(m.group(2), 16)) if m else None
 
 
-def heap_resident_mb(pid: int, span: tuple[int, int]) -> float | None:
-    """How much of ``pid``'s heap is resident, in MB; None if it just ended."""
+def parse_code_span(said: str) -> Span | None:
+    """Pure: the code cache's reservation from what `jcmd Compiler.codecache` says: its code heaps
+    (profiled, non-profiled, non-nmethods) divide one reservation, each with its bounds."""
+    bounds = [(int(low, 16), int(high, 16)) for low, high in _CODE_HEAP_BOUNDS.findall(said)]
+    return (min(low for low, _ in bounds), max(high for _, high in bounds)) if bounds else None
+
+
+def resident_mb(pid: int, spans: list[Span]) -> list[float] | None:
+    """How much of each span of ``pid``'s memory is resident, in MB; None if it just ended."""
     try:
-        return resident_within(Path(f"/proc/{pid}/smaps").read_text(), span)
+        smaps = Path(f"/proc/{pid}/smaps").read_text()
     except OSError:
         return None
+    return [resident_within(smaps, span) for span in spans]
 
 
-def resident_within(smaps: str, span: tuple[int, int]) -> float:
+def resident_within(smaps: str, span: Span) -> float:
     """Pure: the resident MB of the mappings in ``smaps`` (the kernel's /proc/PID/smaps) that lie within ``span``."""
     kb, inside = 0, False
     for line in smaps.splitlines():
