@@ -4,7 +4,7 @@ The stream app's Spark JVM commits its heap lazily, in steps, up to spark.driver
 resident memory follows as the collector first writes each committed region: in the 50-minute
 ZooKeeper-mode soak of 2026-11-27 the heap stayed at 320 MB committed while the resident memory
 beyond it (taken as resident less committed) rose 358 -> 377 MB, and read from the kernel's map the
-stream JVM's heap was 265 of 392 committed MB resident a minute after start, 320 half a minute later.
+stream JVM's heap was 265 of 392 committed MB resident 30 s after start, 320 at a minute.
 That growth is bounded by the heap's limit, and a leak inside the heap ends in OutOfMemoryError, a
 restart the verdict flags. The JIT's code cache fills for tens of minutes (the stream JVM's grew
 ~0.9 MB a minute at 20 to 27 minutes old, compiling ~250 methods a minute), up to its reservation,

@@ -1,5 +1,5 @@
-"""A running JVM's heap: what it has committed, from the performance counters it publishes in
-hsperfdata (what jstat reads), and how much of it is resident, from the kernel's map of its memory.
+"""A running JVM's heap and code cache: the heap committed, from the performance counters it publishes
+in hsperfdata (what jstat reads), and how much of each is resident, from the kernel's map of its memory.
 
 Read from files, not by starting jstat or jcmd: a soak samples every 10 s, and a JVM started for each
 sample would cost the 2-core machine more than what it measures. Only where the heap and the JIT's
