@@ -146,8 +146,8 @@ def growth_per_hour(samples: list[tuple[float, float]], warm_up_s: float) -> tup
     from a Theil-Sen line through the samples after ``warm_up_s`` (the median of the slopes between
     every two samples); None with too few samples. A line, not the last minus the first: one sample
     taken in a garbage collector's swing would make either end anything. A median, not least squares:
-    Spark forks Python workers for a batch now and then, and the 60-minute KRaft soak's stream had two
-    samples with 770 MB more of them, which alone bent a flat line to -10 % an hour."""
+    Spark forks Python workers for a batch now and then, and one sample of the 60-minute KRaft soak's
+    stream with 770 MB more of them bent its flat line to -10 % an hour."""
     if not samples:
         return None
     start = samples[0][0] + warm_up_s

@@ -67,8 +67,8 @@ def test_a_committed_heap_becoming_resident_and_the_jit_filling_its_code_cache_a
 
 
 def test_python_workers_forked_for_a_batch_now_and_then_are_not_growth() -> None:
-    """The stream app of the 60-minute KRaft soak: flat beyond its heap and code cache, but for two samples
-    in which Spark ran 770 MB more of Python workers; late in the run they would read as a leak."""
+    """The stream app of the 60-minute KRaft soak: flat beyond its heap and code cache, but for a sample now
+    and then in which Spark ran 770 MB more of Python workers; late in a run they would read as a leak."""
     flat = [Sample(t * 10.0, 1250.0, 330.0, 384.0, 80.0) for t in range(170)]
     forked = [s._replace(mb=s.mb + 770) if i in (150, 162) else s for i, s in enumerate(flat)]
     assert abs(memory_row(forked, warm_up_s=600).growth) < 1e-9   # type: ignore[union-attr]
