@@ -392,8 +392,11 @@ def reassignment(ctx: Ctx, megabytes: int = 20, rate: int = 2_000_000) -> FaultR
 
 
 def _alter(ctx: Ctx, resources: list[ConfigResource]) -> None:
+    """Through a client of its own: on 2026-11-28 the run's long-lived one sent a broker's AlterConfigs
+    to broker 1 and then waited 60 s for broker 2, restarted by the fault before, which never got it."""
+    admin = AdminClient({"bootstrap.servers": ctx.bootstrap, "log_level": 0})
     for resource in resources:   # the Admin API takes one broker resource a call
-        for f in ctx.admin.incremental_alter_configs([resource]).values():
+        for f in admin.incremental_alter_configs([resource]).values():
             f.result(60)
 
 
