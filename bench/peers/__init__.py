@@ -29,6 +29,7 @@ from typing import Callable, Iterator
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+from kazoo.exceptions import KazooException
 
 from bench.support.load import RATE_PER_S, Load
 from bench.support.measure import metric_sum, wait
@@ -121,7 +122,13 @@ def _faults(ctx: faults.Ctx, chosen: list[str], baseline_s: float, quiet_s: floa
         for name in chosen:
             ctx.progress(f"fault: {name}")
             began = time.time()
-            done = faults.FAULTS[name](ctx)
+            try:
+                done = faults.FAULTS[name](ctx)
+            except (TimeoutError, KafkaException, KazooException, OSError) as e:
+                # the cluster is in no known state after a fault that broke off: the faults before it are
+                # still reported, the ones after it are not run
+                ctx.progress(f"  {name} broke off ({type(e).__name__}: {e}); the faults before it are reported")
+                break
             _settle(ctx)
             phases.append(report.Phase(name, began, time.time(), done))
             ctx.progress(f"  {done.what}: {time.time() - began:.0f} s" + "".join(f"; {n}" for n in done.notes))

@@ -3,13 +3,16 @@ attributes each alert to the fault or quiet period in which it began; its KRaft 
 4): the peer's KRaft-era files, and the controller as DescribeCluster names it against the quorum."""
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import time
+import types
 from pathlib import Path
 
 import yaml
 
+import bench.peers as peers
 from bench.peers import controllers
 from bench.peers.controllers import Flaps, Sample, flaps
 from bench.peers.faults import FAULTS, NOT_ON_KRAFT, FaultRun
@@ -187,3 +190,25 @@ def test_a_polling_loop_runs_on_its_own_thread_until_its_block_ends():
             time.sleep(0.01)
     assert loop.rounds >= 3
     assert not loop._thread.is_alive()
+
+
+def test_a_fault_that_breaks_off_ends_the_faults_and_keeps_those_before_it(monkeypatch) -> None:
+    ran: list[str] = []
+
+    def fault(name: str, fails: bool = False):
+        def run(ctx) -> FaultRun:
+            ran.append(name)
+            if fails:
+                raise TimeoutError("the reassignment done: not within 600 s")
+            return FaultRun(name, name, {})
+        return run
+
+    monkeypatch.setattr(peers.faults, "FAULTS", {"a": fault("a"), "b": fault("b", fails=True), "c": fault("c")})
+    monkeypatch.setattr(peers.faults, "load_topics", lambda ctx, topics: None)
+    monkeypatch.setattr(peers, "_steady_load", lambda ctx, groups: contextlib.nullcontext())
+    monkeypatch.setattr(peers, "_settle", lambda ctx: None)
+    said: list[str] = []
+    ctx = types.SimpleNamespace(kraft=False, progress=said.append)
+    phases = peers._faults(ctx, ["a", "b", "c"], 0, 0)   # type: ignore[arg-type]
+    assert [p.name for p in phases] == ["quiet baseline", "a", "quiet after a"] and ran == ["a", "b"]
+    assert any("b broke off (TimeoutError: the reassignment done" in line for line in said)
