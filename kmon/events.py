@@ -136,6 +136,10 @@ class PartitionState:
     # The topic is queued for deletion (/admin/delete_topics/<t>): the controller now takes its
     # replicas offline one by one, which shrinks the ISR without any broker failing.
     deleting: bool = False
+    # The replicas the partition keeps: its assignment less any a reassignment is removing (None:
+    # not known). A broker that leaves the ISR and is not one of them is leaving the partition, as
+    # the controller completes a move, not failing.
+    remaining: tuple[BrokerId, ...] | None = None
     # KRaft only (None in ZooKeeper mode): KIP-966's eligible leader replicas, the partition epoch
     partition_epoch: Int32 | None = None
     elr: tuple[BrokerId, ...] | None = None

@@ -14,6 +14,7 @@ from typing import NamedTuple
 TRANSITION_KINDS: dict[str, str] = {
     "isr_shrink": "a broker left a partition's ISR (old/new: the ISR)",
     "isr_expand": "a broker joined a partition's ISR (old/new: the ISR)",
+    "replica_removed": "a reassignment took a broker out of a partition, and so out of its ISR (old/new: the ISR)",
     "leader_election": "a partition got a new leader from its ISR (old/new: the leader, epoch: leader epoch)",
     "elr_leader_election": "a partition got a new leader from its eligible leader replicas, outside its last ISR "
                            "(KRaft, KIP-966: clean)",

@@ -9,7 +9,8 @@ metadata/src/main/resources/common/metadata/*.json) and what the oracle makes of
   records): broker_fenced, broker_unfenced, broker_controlled_shutdown;
 * TopicRecord, RemoveTopicRecord: topic_created, topic_deleted, by topic id (a name made again is a new topic);
 * PartitionRecord, PartitionChangeRecord (merged as Kafka's PartitionRegistration.merge does): isr_shrink
-  and isr_expand per broker; leader_election, elr_leader_election (from the eligible leader replicas,
+  and isr_expand per broker (replica_removed instead of a shrink for a broker the record takes out of
+  the replicas, or names as removing); leader_election, elr_leader_election (from the eligible leader replicas,
   outside the last ISR), unclean_leader_election (outside both, or the leader entering recovery); adding
   and removing replicas: reassignment_started and reassignment_finished; ClearElrRecord empties ELRs;
 * Begin/End/AbortTransactionRecord: a metadata transaction's records take effect at its end, each at its
@@ -147,7 +148,7 @@ class _Cluster:
         old, self.partitions[(topic_id, p)] = self.partitions.get((topic_id, p)), new
         if old is None:
             return []
-        return (partition_steps(name, p, old.version, new.version, at)
+        return (partition_steps(name, p, old.version, new.version, at, new.assignment.target())
                 + reassignment_steps(name, p, old.assignment, new.assignment, at))
 
     def _clear_elr(self, topic: str) -> None:

@@ -31,14 +31,18 @@ def ids(brokers: tuple[int, ...]) -> str:
     return ",".join(map(str, brokers))
 
 
-def partition_steps(topic: str, partition: int, prev: PartitionVersion, new: PartitionVersion,
-                    at: At) -> list[OracleTransition]:
+def partition_steps(topic: str, partition: int, prev: PartitionVersion, new: PartitionVersion, at: At,
+                    target: tuple[int, ...] | None) -> list[OracleTransition]:
     """The transitions between two consecutive versions of a partition: each broker that left or
-    joined the ISR, then the election if a real leader (a broker id) took over."""
+    joined the ISR, then the election if a real leader (a broker id) took over. ``target``: the
+    replicas the partition's assignment keeps when ``new`` was written (None: unknown); a broker
+    outside it left the ISR because a move took it out of the partition, not as a shrink."""
     base = {"entity": f"partition:{topic}:{partition}", "position": at.position, "time_ms": at.time_ms,
             "topic": topic, "partition": partition}
     isr = {"old": ids(prev.isr), "new": ids(new.isr), "epoch": new.leader_epoch}
-    rows = [OracleTransition(kind="isr_shrink", broker=b, **base, **isr) for b in sorted(set(prev.isr) - set(new.isr))]
+    left = sorted(set(prev.isr) - set(new.isr))
+    rows = [OracleTransition(kind="isr_shrink" if target is None or b in target else "replica_removed", broker=b,
+                             **base, **isr) for b in left]
     rows += [OracleTransition(kind="isr_expand", broker=b, **base, **isr) for b in sorted(set(new.isr) - set(prev.isr))]
     if new.leader != prev.leader and new.leader >= 0:
         rows.append(OracleTransition(kind=_election(prev, new), broker=new.leader, old=str(prev.leader),

@@ -9,8 +9,9 @@ Kafka (2.x-3.9, kafka.zk.ZkData) keeps its control plane in these znodes, below 
 * ``/brokers/topics/<t>``: topic_created, topic_deleted; its ``adding_replicas``/``removing_replicas``:
   reassignment_started when a partition begins moving, reassignment_finished when it stops;
 * ``/brokers/topics/<t>/partitions/<p>/state`` (``{"leader", "leader_epoch", "isr", ...}``), every
-  version: isr_shrink and isr_expand per broker, and leader_election or unclean_leader_election when a
-  broker becomes leader (from outside the last ISR: unclean);
+  version: isr_shrink and isr_expand per broker (replica_removed instead of a shrink for a broker the
+  assignment written last is removing, or no longer names), and leader_election or
+  unclean_leader_election when a broker becomes leader (from outside the last ISR: unclean);
 * ``/admin/delete_topics/<t>``: while it exists the controller takes the topic's replicas offline one
   by one, on purpose: those versions count nothing (as kmon).
 
@@ -124,7 +125,10 @@ class _Cluster:
         prev, self.partitions[key] = self.partitions.get(key), new
         if prev is None or topic in self.deleting:
             return []
-        return partition_steps(topic, partition, prev, new, at)
+        # the controller takes a move's removing replicas out of the ISR before it writes the new
+        # assignment: the one written last still names them
+        assignment = self.assignments.get(topic, {}).get(partition)
+        return partition_steps(topic, partition, prev, new, at, assignment.target() if assignment else None)
 
 
 def _came_or_went(c: ZnodeChange, step: Callable[[str, Any, At], OracleTransition], about: Any, at: At, came: str,

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from bench.soak.chaos import Chaos
 
 # kinds compared at their exact position; the others by count
-AT_POSITION = ("isr_shrink", "isr_expand", "leader_election", "unclean_leader_election", "elr_leader_election")
+AT_POSITION = ("isr_shrink", "isr_expand", "replica_removed", "leader_election", "unclean_leader_election",
+               "elr_leader_election")
 GROWTH_LIMIT = 0.05        # of resident memory an hour, after warm-up
 WARM_UP_S = 600.0
 SETTLE_S = 300.0
@@ -190,9 +191,9 @@ def _compare(verdict: Verdict, oracle: list[OracleTransition], kmon: list[Transi
     def counted(rows: Iterable[OracleTransition | Transition]) -> Counter[Key]:
         return Counter((t.kind, t.entity, t.broker) for t in rows if t.kind not in AT_POSITION)
 
-    known = {t.kind for t in oracle} | {"isr_shrink", "isr_expand", "leader_election", "controller_change",
-                                        "broker_registered", "broker_gone", "topic_created", "topic_deleted",
-                                        "rebalance"}
+    known = {t.kind for t in oracle} | {"isr_shrink", "isr_expand", "replica_removed", "leader_election",
+                                        "controller_change", "broker_registered", "broker_gone", "topic_created",
+                                        "topic_deleted", "rebalance"}
     kmon = [t for t in kmon if t.kind in known]   # kinds the oracle does not tell (group states) are not judged
     theirs, ours = at(oracle), at(kmon)
     for key in theirs.keys() | ours.keys():

@@ -36,6 +36,12 @@ class _Topic:
     adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
     removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
+    def remaining(self, partition: int) -> tuple[int, ...]:
+        """The replicas the partition keeps: the record that completes a move drops its removing
+        replicas from the replicas and the ISR at once."""
+        removing = self.removing.get(partition, ())
+        return tuple(b for b in self.replicas[partition] if b not in removing)
+
 
 @dataclass
 class MetadataImage:
@@ -194,7 +200,8 @@ class MetadataImage:
         self._set_partition(topic, r.partition, PartitionState(
             topic=topic.name, partition=r.partition, leader=r.leader, leader_epoch=r.leader_epoch, isr=r.isr,
             controller_epoch=at.epoch, leader_recovery_state=r.leader_recovery_state,
-            partition_epoch=r.partition_epoch, elr=r.elr or (), last_known_elr=r.last_known_elr or ()), at)
+            partition_epoch=r.partition_epoch, elr=r.elr or (), last_known_elr=r.last_known_elr or (),
+            remaining=topic.remaining(r.partition)), at)
 
     def _partition_change(self, r: PartitionChange, at: LogMeta) -> None:
         topic = self.topics.get(r.topic_id)
@@ -216,7 +223,8 @@ class MetadataImage:
             else r.leader_recovery_state,
             partition_epoch=(old.partition_epoch or 0) + 1,
             elr=old.elr if r.elr is None else r.elr,
-            last_known_elr=old.last_known_elr if r.last_known_elr is None else r.last_known_elr), at)
+            last_known_elr=old.last_known_elr if r.last_known_elr is None else r.last_known_elr,
+            remaining=topic.remaining(r.partition)), at)
 
     def _clear_elr(self, topic_name: str, at: LogMeta) -> None:
         # a topic the image does not hold (its TopicRecord was unreadable) has no ELR to clear here

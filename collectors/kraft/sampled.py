@@ -65,7 +65,10 @@ def sample_states(metadata: wire.ClusterMetadata, quorum: wire.QuorumInfo | None
         for p in topic.partitions:
             states[entity_key("partition", topic.name, p.partition)] = ("partition", PartitionState(
                 topic=topic.name, partition=p.partition, leader=p.leader, leader_epoch=max(p.leader_epoch, 0),
-                isr=p.isr, controller_epoch=0))   # 0: which controller wrote it, a sample does not say
+                isr=p.isr, controller_epoch=0,   # 0: which controller wrote it, a sample does not say
+                # Metadata names a moving partition's removing replicas among its replicas, not apart:
+                # a broker a completed move dropped is left out
+                remaining=p.replicas))
     return states
 
 

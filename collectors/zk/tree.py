@@ -217,6 +217,17 @@ class ZkTree:
         node = self._nodes.get(self.paths.topic(topic))
         return node.value.replicas if node else ()
 
+    def _remaining(self, topic: str, partition: int) -> tuple[int, ...] | None:
+        """The replicas the partition keeps. The controller takes a moving partition's removing
+        replicas out of its ISR before it writes the new assignment, so the assignment read before
+        that ISR write still names them as removing (one session sees the changes in zxid order)."""
+        node = self._nodes.get(self.paths.topic(topic))
+        replicas = node.value.replicas.get(partition) if node else None
+        if replicas is None:
+            return None
+        removing = node.value.removing.get(partition, ())
+        return tuple(b for b in replicas if b not in removing)
+
     # ------------------------------------------------------------------ observations
     def on_read(self, path: str, mode: Read, result: tuple[Any, ZnodeStat] | None, rnd: Round) -> bool:
         """What one read of ``path`` with ``mode`` found: (data or children, stat), or None if the znode
@@ -359,8 +370,9 @@ class ZkTree:
         if any(p in self._unparsed for p in parts):   # a part never parsed: unknown, neither emitted nor deleted
             return None
         state = self._state(entity, [self._nodes.get(p) for p in parts])
-        if state is not None and entity.kind == "partition" and self._deleting(entity.name):
-            state = dataclasses.replace(state, deleting=True)
+        if state is not None and entity.kind == "partition":
+            state = dataclasses.replace(state, deleting=self._deleting(entity.name),
+                                        remaining=self._remaining(entity.name, entity.partition))
         nodes = {p: self._nodes[p] for p in parts if p in self._nodes}
         zxid = max(nodes[p].mzxid if p in nodes else self._absent.get(p, 0) for p in parts)
         if state is None:

@@ -66,6 +66,7 @@ def _partition(prev: PartitionState | None, new: PartitionState | None, base: di
     isr = {"old": _ids(prev.isr), "new": _ids(new.isr), "epoch": new.leader_epoch}
     rows = [Transition(**at, **isr, kind="isr_shrink", broker=b) for b in sorted(t.shrinks)]
     rows += [Transition(**at, **isr, kind="isr_expand", broker=b) for b in sorted(t.expands)]
+    rows += [Transition(**at, **isr, kind="replica_removed", broker=b) for b in sorted(t.removed)]
     if t.election:
         kind = "unclean_leader_election" if t.unclean else "elr_leader_election" if t.elr else "leader_election"
         rows.append(Transition(**at, kind=kind, broker=new.leader, old=str(prev.leader), new=str(new.leader),

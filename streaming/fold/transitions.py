@@ -18,6 +18,7 @@ class PartitionTransitions(NamedTuple):
     """A tuple: the fold makes one per partition event, and a frozen dataclass' __init__
     costs several times a tuple's."""
     shrinks: frozenset[int] = frozenset()   # brokers that left the ISR
+    removed: frozenset[int] = frozenset()   # ... as a reassignment took them out of the partition: no failure
     expands: frozenset[int] = frozenset()   # brokers that joined the ISR
     election: bool = False                  # a new real leader (not a move to -1)
     unclean: bool = False                   # ... that was not in the previous ISR (KRaft: nor ELR)
@@ -46,7 +47,9 @@ def partition_transitions(prev: PartitionState | None, new: PartitionState,
     recovering = (election and new.elr is not None and new.leader_recovery_state == RECOVERING
                   and prev.leader_recovery_state != RECOVERING)
     unclean = recovering or (outside_isr and not from_elr)
-    return PartitionTransitions(shrinks=old_isr - new_isr, expands=new_isr - old_isr, election=election,
+    left = old_isr - new_isr
+    removed = left.difference(new.remaining) if new.remaining is not None else frozenset()
+    return PartitionTransitions(shrinks=left - removed, removed=removed, expands=new_isr - old_isr, election=election,
                                 unclean=unclean, elr=from_elr and not unclean)
 
 

@@ -482,7 +482,8 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
     isr: dict[tuple[str | None, int | None], list[Transition]] = {}
     for t in history:
         changes = isr.setdefault((t.topic, t.partition), [])
-        if t.kind in ("isr_shrink", "isr_expand") and (not changes or changes[-1].position != t.position):
+        if t.kind in ("isr_shrink", "isr_expand", "replica_removed") and (
+                not changes or changes[-1].position != t.position):
             changes.append(t)   # one ISR change can shrink and expand: one step of the chain
     for changes in isr.values():
         assert [set(t.old.split(",")) for t in changes[1:]] == [set(t.new.split(",")) for t in changes[:-1]]  # type: ignore[union-attr]
@@ -494,6 +495,9 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
     moves = [t for t in history if t.topic == "s4-reassign" and t.kind.startswith("reassignment")]
     assert [t.kind for t in moves] == ["reassignment_started", "reassignment_finished"]
     assert set(moves[0].new.split(",")) == set(moves[1].new.split(","))   # type: ignore[union-attr]
+    # the replica it moved away from left the ISR as the move completed: no shrink, so no IsrShrinking
+    [left] = set(moves[0].old.split(",")) - set(moves[1].new.split(","))   # type: ignore[union-attr]
+    assert [t.kind for t in history if t.topic == "s4-reassign" and t.broker == int(left)] == ["replica_removed"]
     # one rebalance per generation, in order
     generations = [t.generation for t in history if t.group == group and t.kind == "rebalance"]
     assert len(generations) >= 2 and generations == sorted(set(generations)), generations   # type: ignore[type-var]

@@ -90,6 +90,18 @@ def test_isr_shrink_expand_and_elections_name_the_brokers_and_values():
     assert rows[5].epoch == 2 and rows[5].time_ms == T0 + 4
 
 
+def test_a_replica_a_move_removes_is_told_as_removed_and_counted_as_no_shrink():
+    moving = [zk("partition", "partition:t:0", PartitionState("t", 0, 1, 0, isr, 1, remaining=(1, 3)), zxid)
+              for zxid, isr in ((1, (1, 2)), (2, (1, 2, 3)), (3, (1, 3)))]
+    rows = rows_of(moving)
+    assert [(r.kind, r.broker, r.old, r.new) for r in rows] == [
+        ("isr_expand", 3, "1,2", "1,2,3"), ("replica_removed", 2, "1,2,3", "1,3")]
+    record = None
+    for e in moving:
+        record, _, _ = apply_event(record, e)
+    assert record.broker_counters == {ISR_EXPANDS: {3: 1}}
+
+
 def test_kraft_elections_from_the_elr_and_unclean_ones_say_what_they_chose_from():
     rows = rows_of([kraft_partition(10, 1, (1, 2)), kraft_partition(11, 1, (1,), elr=(2,)),
                     kraft_partition(12, -1, (1,), elr=(2,)), kraft_partition(13, 2, (2,), epoch=1),

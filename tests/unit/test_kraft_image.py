@@ -137,7 +137,7 @@ def test_a_topic_gives_partition_events_and_one_topic_event(image):
                                ("topic:orders", "upsert", 23)]
     assert events[0].data == PartitionState(topic="orders", partition=0, leader=1, leader_epoch=0, isr=(1, 2),
                                             controller_epoch=EPOCH, leader_recovery_state=0, partition_epoch=0,
-                                            elr=(), last_known_elr=())
+                                            elr=(), last_known_elr=(), remaining=(1, 2))
     assert events[2].data == TopicState(topic="orders", topic_id=T1, replicas={0: (1, 2), 1: (2, 3)}, adding={},
                                         removing={}, config={"retention.ms": "1000"})
     assert image.take_events() == []
@@ -217,6 +217,19 @@ def test_a_reassignment_updates_the_topic_state(image):
     assert summary(events) == [("partition:orders:1", "upsert", 42), ("partition:orders:1", "upsert", 43),
                                ("topic:orders", "upsert", 43)]
     assert (events[2].data.replicas[1], events[2].data.adding, events[2].data.removing) == ((4, 3), {}, {})
+
+
+def test_a_partition_says_which_replicas_it_keeps_while_it_moves_and_after(image):
+    """The record that completes a move drops the removing replica from the replicas and the ISR
+    at once: the state it gives no longer keeps that replica."""
+    create_orders(image)
+    assert [e.data.remaining for e in image.take_events()[:2]] == [(1, 2), (2, 3)]
+    feed(image, 40, b.partition_change(T1, 1, replicas=[2, 3, 4], adding=[4], removing=[2]))
+    feed(image, 41, b.partition_change(T1, 1, isr=[2, 3, 4]))
+    feed(image, 42, b.partition_change(T1, 1, replicas=[3, 4], adding=[], removing=[], isr=[3, 4], leader=3))
+    moving, caught_up, done = (e.data for e in image.take_events() if e.kind == "partition")
+    assert (moving.remaining, caught_up.remaining) == ((3, 4), (3, 4))
+    assert (done.isr, done.remaining) == ((3, 4), (3, 4))
 
 
 def test_a_change_of_an_unknown_partition_or_topic_is_ignored(image):

@@ -94,7 +94,7 @@ def test_a_partition_moving_starts_and_finishes_once() -> None:
         row(1, "topic_created", "topic:t", topic="t"),
         row(3, "reassignment_started", "topic:t", topic="t", partition=0, old="1,2,3", new="2,3,4"),
         isr(4, "isr_expand", 4, "1,2,3", "1,2,3,4", 0),
-        isr(5, "isr_shrink", 1, "1,2,3,4", "2,3,4", 0),
+        isr(5, "replica_removed", 1, "1,2,3,4", "2,3,4", 0),
         row(5, "reassignment_finished", "topic:t", topic="t", partition=0, old="1,2,3", new="2,3,4"),
     ]
 

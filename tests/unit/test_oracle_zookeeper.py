@@ -138,6 +138,27 @@ def test_a_partition_moving_starts_and_finishes_once() -> None:
     ]
 
 
+def test_a_replica_a_move_removes_leaves_the_isr_before_the_assignment_drops_it() -> None:
+    """As Kafka's controller completes a move: the new replica joins the ISR, the removing one is
+    taken out of it, and only then is the assignment written without it."""
+    assert _derived(
+        create("/brokers/topics/t", topic({0: [1, 2]})),
+        create(STATE, partition_state(1, [1, 2])),
+        set_data("/brokers/topics/t", topic({0: [1, 2, 3]}, adding={0: [3]}, removing={0: [2]})),   # 3
+        set_data(STATE, partition_state(1, [1, 2, 3])),                                            # 4
+        set_data(STATE, partition_state(1, [1, 3])),                                               # 5
+        set_data("/brokers/topics/t", topic({0: [1, 3]})),                                         # 6
+        set_data(STATE, partition_state(1, [1])),                                                  # 7: 3 fell behind
+    ) == [
+        row(1, "topic_created", "topic:t", topic="t"),
+        row(3, "reassignment_started", "topic:t", topic="t", partition=0, old="1,2", new="1,3"),
+        isr(4, "isr_expand", 3, "1,2", "1,2,3", 0),
+        isr(5, "replica_removed", 2, "1,2,3", "1,3", 0),
+        row(6, "reassignment_finished", "topic:t", topic="t", partition=0, old="1,2", new="1,3"),
+        isr(7, "isr_shrink", 3, "1,3", "1", 0),
+    ]
+
+
 def test_a_leader_is_a_broker_id() -> None:
     # -2: Kafka's "leader during delete", never an election (kmon counts any leader but -1)
     assert _derived(create(STATE, partition_state(1, [1])), set_data(STATE, partition_state(-2, [1], 1)),

@@ -70,6 +70,18 @@ def test_a_topic_being_deleted_loses_replicas_without_a_shrink():
     assert partition_transitions(deleting, dataclasses.replace(deleting, isr=())) == PartitionTransitions()
 
 
+def test_a_replica_a_move_takes_out_leaves_the_isr_without_a_shrink():
+    """[1, 2] moved to [1, 3]: 3 joined, then the controller took 2 out of the replicas and the ISR."""
+    joined = dataclasses.replace(part(1, (1, 2, 3)), remaining=(1, 3))
+    t = partition_transitions(joined, dataclasses.replace(part(1, (1, 3)), remaining=(1, 3)))
+    assert (t.shrinks, t.removed, t.expands) == (frozenset(), {2}, frozenset())
+    # a broker the partition keeps that falls behind meanwhile still shrinks it
+    t = partition_transitions(joined, dataclasses.replace(part(1, (1,)), remaining=(1, 3)))
+    assert (t.shrinks, t.removed) == ({3}, {2})
+    # where what the partition keeps is not known, leaving the ISR is a shrink
+    assert partition_transitions(joined, part(1, (1, 3))).shrinks == {2}
+
+
 def test_isr_reordering_is_no_change():
     assert partition_transitions(part(1, (1, 2)), part(1, (2, 1))) == PartitionTransitions()
 

@@ -209,6 +209,23 @@ def test_only_the_partitions_of_a_topic_queued_for_deletion_say_so(tree: ZkTree,
         "partition:orders:0": False, "partition:orders:1": False, "partition:pay:0": True}
 
 
+def test_a_partition_says_which_replicas_it_keeps_while_a_move_removes_one(tree: ZkTree, zk: FakeZk) -> None:
+    """The controller takes a removing replica out of the ISR before it writes the new assignment:
+    the partition's state read then no longer keeps it."""
+    set_state(zk, "orders", 0, leader=1, isr=[1, 2], epoch=1)
+    [before], _ = follow(tree, zk, "/kafka/brokers/topics/orders/partitions/0/state")
+    assert before.data.remaining == (1, 2)
+    zk.set("/kafka/brokers/topics/orders", {"version": 2, "partitions": {"0": [1, 2, 3], "1": [2, 1]},
+                                            "adding_replicas": {"0": [3]}, "removing_replicas": {"0": [2]}})
+    follow(tree, zk, "/kafka/brokers/topics/orders")
+    set_state(zk, "orders", 0, leader=1, isr=[1, 3], epoch=2)
+    [removed], _ = follow(tree, zk, "/kafka/brokers/topics/orders/partitions/0/state")
+    assert (removed.data.isr, removed.data.remaining) == ((1, 3), (1, 3))
+    # and so does a snapshot; the other partition keeps all of its replicas
+    assert {e.entity: e.data.remaining for e in snapshot(tree, zk) if e.kind == "partition"} == {
+        "partition:orders:0": (1, 3), "partition:orders:1": (2, 1)}
+
+
 def test_deleted_topic_deletes_partitions_then_topic_at_the_listing_pzxid(tree: ZkTree, zk: FakeZk) -> None:
     zk.set("/kafka/admin/delete_topics/orders", b"")
     [marker], _ = follow(tree, zk, "/kafka/admin/delete_topics")

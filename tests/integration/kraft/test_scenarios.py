@@ -308,3 +308,6 @@ def test_k9_kmon_history_tells_every_scenario_once_in_order_as_the_counters_coun
     moves = [r for r in rows if r["topic"] == "k8-move" and r["kind"].startswith("reassignment")]
     assert [r["kind"] for r in moves] == ["reassignment_started", "reassignment_finished"]
     assert set(moves[0]["new"].split(",")) == set(moves[1]["new"].split(","))
+    # the replica it moved away from left the ISR as the move completed: no shrink, so no IsrShrinking
+    [left] = set(moves[0]["old"].split(",")) - set(moves[1]["new"].split(","))
+    assert [r["kind"] for r in rows if r["topic"] == "k8-move" and r["broker"] == int(left)] == ["replica_removed"]
