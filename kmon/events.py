@@ -146,6 +146,11 @@ class PartitionState:
     last_known_elr: tuple[BrokerId, ...] | None = None
 
 
+def remaining_replicas(replicas: tuple[BrokerId, ...], removing: tuple[BrokerId, ...]) -> tuple[BrokerId, ...]:
+    """``PartitionState.remaining`` from a partition's assignment and the replicas a move is removing."""
+    return tuple(b for b in replicas if b not in removing)
+
+
 @dataclass(frozen=True)
 class ReassignmentState:
     # "topic:partition" -> target replicas, while /admin/reassign_partitions exists

@@ -21,7 +21,7 @@ from collectors.kraft.records import (NO_LEADER_CHANGE, TOPIC_RESOURCE, AbortTra
                                       Partition, PartitionChange, RegisterBroker, RemoveTopic, Topic, Unknown,
                                       UnregisterBroker)
 from kmon.events import (KINDS, BrokerState, ControllerState, Endpoint, Event, LogMeta, PartitionState, SnapshotMarker,
-                         TopicState, entity_key)
+                         TopicState, entity_key, remaining_replicas)
 
 SOURCE = "kraft"
 # Kafka's SecurityProtocol ids, as RegisterBrokerRecord writes them
@@ -39,8 +39,7 @@ class _Topic:
     def remaining(self, partition: int) -> tuple[int, ...]:
         """The replicas the partition keeps: the record that completes a move drops its removing
         replicas from the replicas and the ISR at once."""
-        removing = self.removing.get(partition, ())
-        return tuple(b for b in self.replicas[partition] if b not in removing)
+        return remaining_replicas(self.replicas[partition], self.removing.get(partition, ()))
 
 
 @dataclass

@@ -38,6 +38,7 @@ from kmon.events import (
     TopicDeletionState,
     ZnodeMeta,
     entity_key,
+    remaining_replicas,
 )
 
 SOURCE = "zk"
@@ -223,10 +224,7 @@ class ZkTree:
         that ISR write still names them as removing (one session sees the changes in zxid order)."""
         node = self._nodes.get(self.paths.topic(topic))
         replicas = node.value.replicas.get(partition) if node else None
-        if replicas is None:
-            return None
-        removing = node.value.removing.get(partition, ())
-        return tuple(b for b in replicas if b not in removing)
+        return None if replicas is None else remaining_replicas(replicas, node.value.removing.get(partition, ()))
 
     # ------------------------------------------------------------------ observations
     def on_read(self, path: str, mode: Read, result: tuple[Any, ZnodeStat] | None, rnd: Round) -> bool:
