@@ -141,4 +141,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except TimeoutError as e:   # a part that did not come up or a fault that did not show: what, not where
+        sys.exit(f"bench: {e}")

@@ -39,6 +39,12 @@ JMX_AGENT = ("io.prometheus.jmx", "jmx_prometheus_javaagent", "1.0.1")
 KAFKA_CLUSTER = "bench"   # the name both systems report the monitored cluster under
 PEER_GROUP = "peer-kafka-jmx"   # the peer's rule group in alerts.yml and alerts-kraft.yml
 JMX_JOB = "kafka-jmx"
+# The agents' scrape interval and timeout. At kmon's 2 s the agents of a KRaft run on this 2-core
+# machine took 33-50 s a scrape (2026-11-28): Prometheus gave up at 2 s, but the agent went on
+# collecting for each abandoned scrape, collections piled up (load average 39) and no scrape was
+# ever answered. 10 s is still shorter than operators run the agent at (15-60 s), so it is the
+# peer's best case that holds up here; it delays the peer's alerts by up to 10 s.
+PEER_SCRAPE = "10s"
 
 
 @dataclass(frozen=True)
@@ -76,14 +82,16 @@ def jmx_agent_option(tools: PeerTools, port: int, kraft: bool = False) -> str:
 def prometheus_config(stream_port: int, collector_ports: list[int], agent_ports: dict[int, int],
                       kraft: bool = False) -> str:
     """kmon's Prometheus configuration (its targets and rules, as `kmon run` writes it) plus the
-    brokers' agents as one more job and the peer's rules of the cluster's mode: one Prometheus,
-    one scrape and evaluation interval for both."""
+    brokers' agents as one more job, scraped every PEER_SCRAPE, and the peer's rules of the
+    cluster's mode: one Prometheus, one evaluation interval for both."""
     cfg = yaml.safe_load(configs.prometheus_config(
         [f"127.0.0.1:{stream_port}"], [f"127.0.0.1:{p}" for p in collector_ports],
         "127.0.0.1:9"))   # the bench reads alerts from Prometheus itself, no Alertmanager
     cfg["rule_files"].append(str(PEER_ALERTS_KRAFT if kraft else PEER_ALERTS))
     cfg["scrape_configs"].append({
         "job_name": JMX_JOB,
+        "scrape_interval": PEER_SCRAPE,
+        "scrape_timeout": PEER_SCRAPE,
         "static_configs": [{"targets": [f"127.0.0.1:{port}"],
                             "labels": {"kafka_cluster": KAFKA_CLUSTER, "broker": str(broker)}}
                            for broker, port in sorted(agent_ports.items())]})

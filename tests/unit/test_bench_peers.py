@@ -16,7 +16,8 @@ import bench.peers as peers
 from bench.peers import controllers
 from bench.peers.controllers import Flaps, Sample, flaps
 from bench.peers.faults import FAULTS, NOT_ON_KRAFT, FaultRun
-from bench.peers.parts import JMX_RULES, JMX_RULES_KRAFT, PEER_ALERTS, PEER_ALERTS_KRAFT, PEER_GROUP, prometheus_config
+from bench.peers.parts import (JMX_JOB, JMX_RULES, JMX_RULES_KRAFT, PEER_ALERTS, PEER_ALERTS_KRAFT, PEER_GROUP, PEER_SCRAPE,
+                               prometheus_config)
 from bench.peers.report import Phase, fault_rows, quiet_rows
 from bench.peers.watch import JMX, KMON, Alert, BurrowStatus
 from tests.tools import required_tool
@@ -28,6 +29,10 @@ def test_the_bench_prometheus_config_with_both_rule_sets_passes_promtool(tmp_pat
     done = subprocess.run([required_tool("promtool"), "check", "config", str(config)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "kmon-alerts.yml" in done.stdout and PEER_ALERTS.name in done.stdout   # both rule files loaded
+    # the agents at the interval they sustain, kmon's targets at kmon's own
+    jobs = {job["job_name"]: job for job in yaml.safe_load(config.read_text())["scrape_configs"]}
+    assert jobs[JMX_JOB]["scrape_interval"] == jobs[JMX_JOB]["scrape_timeout"] == PEER_SCRAPE
+    assert all("scrape_interval" not in job for name, job in jobs.items() if name != JMX_JOB)
 
 
 def _alert(system: str, name: str, active_at: float, fired_at: float | None, **labels: str) -> Alert:
