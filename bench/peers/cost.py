@@ -20,7 +20,7 @@ from confluent_kafka.admin import NewTopic
 
 from bench.support.measure import tree_cpu_seconds, tree_rss_mb
 from bench.peers.faults import Ctx, wait
-from bench.peers.parts import JMX_JOB, get_json
+from bench.peers.parts import JMX_JOB, PEER_SCRAPE, PEER_SCRAPE_S, get_json
 from bench.peers.watch import BURROW, JMX, KMON
 
 PER_TOPIC = 50
@@ -111,8 +111,8 @@ def measure(ctx: Ctx, prometheus: str, kmon_urls: list[str], agent_urls: list[st
          **prom_kmon, "cpu_cores": cores[KMON], "rss_mb": rss[KMON],
          "note": "collectors + stream app (driver, Spark JVM, Python workers)"},
         {"partitions": partitions, "system": JMX, "series": j.series, "scrape_bytes": j.bytes, "scrape_s": j.seconds,
-         **prom_jmx, "cpu_cores": per_scrape / 2.0, "rss_mb": rss["brokers"],
-         "note": f"3 agents; CPU: {per_scrape:.2f} CPU-s per scrape of all agents, at one scrape per 2 s; "
+         **prom_jmx, "cpu_cores": per_scrape / PEER_SCRAPE_S, "rss_mb": rss["brokers"],
+         "note": f"3 agents; CPU: {per_scrape:.2f} CPU-s per scrape of all agents, at one scrape per {PEER_SCRAPE}; "
                  "RSS: the brokers' JVMs with their agents"},
     ]
     if BURROW in pids:   # not on a KRaft cluster

@@ -44,7 +44,8 @@ JMX_JOB = "kafka-jmx"
 # collecting for each abandoned scrape, collections piled up (load average 39) and no scrape was
 # ever answered. 10 s is still shorter than operators run the agent at (15-60 s), so it is the
 # peer's best case that holds up here; it delays the peer's alerts by up to 10 s.
-PEER_SCRAPE = "10s"
+PEER_SCRAPE_S = 10
+PEER_SCRAPE = f"{PEER_SCRAPE_S}s"
 
 
 @dataclass(frozen=True)
