@@ -55,6 +55,10 @@ def cost_curve(rows: list[dict], path: str) -> None:
     fig.savefig(Path(path), dpi=110)
 
 
+# the peers bench's systems as the plot's title names them (a KRaft run has no Burrow)
+SYSTEM_TITLES = {"kmon": "kmon", "jmx": "Kafka's JMX metrics with the Strimzi-style rules", "burrow": "Burrow"}
+
+
 def alert_times(rows: list[dict], path: str) -> None:
     """Fault -> first alert seconds per system (bench.peers' fault rows), a bar per system and
     fault; a fault a system did not alert on is marked instead of drawn."""
@@ -77,7 +81,6 @@ def alert_times(rows: list[dict], path: str) -> None:
     ax.set(xscale="log" if longest > 100 else "linear", xlabel="seconds from the fault to the first alert")
     ax.grid(True, axis="x", which="both", alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")
-    fig.suptitle("Fault -> first alert: kmon, Kafka's JMX metrics with the Strimzi-style rules, Burrow",
-                 fontsize="medium")
+    fig.suptitle("Fault -> first alert: " + ", ".join(SYSTEM_TITLES.get(s, s) for s in systems), fontsize="medium")
     fig.tight_layout()
     fig.savefig(Path(path), dpi=110)
