@@ -180,21 +180,18 @@ def _wait_ready(ctx: faults.Ctx, prom: str) -> None:
     # scrapes for minutes at a time (the KRaft run of 2026-11-28), and the run measures them as
     # they are. A target that never answers is named.
     answered: set[str] = set()
-    failing: dict[str, str] = {}
+    targets: list[dict] = []
 
     def every_target_answered() -> bool:
-        for t in get_json(f"{prom}/api/v1/targets")["data"]["activeTargets"]:
-            if t["health"] == "up":
-                answered.add(t["scrapeUrl"])
-                failing.pop(t["scrapeUrl"], None)
-            elif t["scrapeUrl"] not in answered:
-                failing[t["scrapeUrl"]] = t["lastError"] or t["health"]
+        targets[:] = get_json(f"{prom}/api/v1/targets")["data"]["activeTargets"]
+        answered.update(t["scrapeUrl"] for t in targets if t["health"] == "up")
         return len(answered) == 3 + BROKERS
 
     try:
         wait(every_target_answered, 300, "every target answering Prometheus", 1)
     except TimeoutError as e:
-        raise TimeoutError(f"{e}; never answered: {failing}") from None
+        never = {t["scrapeUrl"]: t["lastError"] or t["health"] for t in targets if t["scrapeUrl"] not in answered}
+        raise TimeoutError(f"{e}; never answered: {never}") from None
     wait(lambda: faults.whole(ctx), 120, "the cluster whole", 1)
 
 
