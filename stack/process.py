@@ -11,7 +11,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Collection, TypeVar
+from typing import Callable, Collection, Mapping, TypeVar
 
 from kmon import signals
 
@@ -21,6 +21,10 @@ T = TypeVar("T")
 # Picked ports start here: below, system services; from the kernel's ephemeral range on, any
 # socket's automatic port.
 FIRST_PICKED_PORT = 20000
+# "I/N": pick only every Nth port of the range, from its Ith, so that N processes picking at once
+# (the test suite's parallel workers, and whatever each starts) never pick the same port, even one
+# whose server is down or not yet bound.
+PORT_SLICE_ENV = "KMON_PORT_SLICE"
 
 
 def free_port(ephemeral: tuple[int, int] | None = None, avoid: Collection[int] = ()) -> int:
@@ -30,7 +34,7 @@ def free_port(ephemeral: tuple[int, int] | None = None, avoid: Collection[int] =
     socket, which a reconnecting Kafka client then broke, and the stream's sink waited forever."""
     low, high = ephemeral or ephemeral_ports()
     below, above = range(FIRST_PICKED_PORT, low), range(high + 1, 65536)
-    ports = below if len(below) >= len(above) else above
+    ports = port_slice(below if len(below) >= len(above) else above)
     rng = random.SystemRandom()
     for _ in range(200 if len(ports) > 1000 else 0):   # a narrow range: any port the kernel gives
         if (port := rng.choice(ports)) in avoid:
@@ -44,6 +48,19 @@ def free_port(ephemeral: tuple[int, int] | None = None, avoid: Collection[int] =
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def port_slice(ports: range, env: Mapping[str, str] = os.environ) -> range:
+    """``ports``, cut to the slice ``KMON_PORT_SLICE`` names, if any."""
+    if not (given := env.get(PORT_SLICE_ENV)):
+        return ports
+    try:
+        index, count = map(int, given.split("/"))
+        if not 0 <= index < count:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"{PORT_SLICE_ENV}={given!r}: expected I/N with 0 <= I < N, e.g. 0/4") from None
+    return ports[index::count]
 
 
 class PortPicker:
