@@ -67,10 +67,15 @@ def publishing(request: pytest.FixtureRequest, stack: LocalStack) -> Iterator[tu
 
 
 def leaders(stack: LocalStack, topic: str) -> dict[int, int]:
+    """Each partition's leader, once every partition has its state: the controller writes a partition's
+    state znode after the partition's own (seen missing on a loaded machine)."""
     from tests.support import partition_state
-    with stack.zk() as client:
-        partitions = client.get_children(f"/brokers/topics/{topic}/partitions")
-    return {int(p): partition_state(stack, topic, int(p))["leader"] for p in partitions}
+
+    def read() -> dict[int, int]:
+        with stack.zk() as client:
+            partitions = client.get_children(f"/brokers/topics/{topic}/partitions")
+        return {int(p): partition_state(stack, topic, int(p))["leader"] for p in partitions}
+    return eventually(read, 30, f"the state of every partition of {topic}")
 
 
 def test_every_event_arrives_in_order_while_leaders_of_the_events_topic_die(
