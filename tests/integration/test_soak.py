@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench import soak
+
+pytestmark = pytest.mark.integration
 
 
 def test_a_few_minutes_of_mixed_faults_lose_nothing_and_count_nothing_twice(tmp_path: Path, toolchain) -> None:
