@@ -1,9 +1,12 @@
 # The two commands of the README. Both install what they need first (idempotent).
 VENV ?= .venv
 PYTEST_ARGS ?=
+# xdist workers for `make test`: the integration tests mostly wait (sessions, elections, triggers), so
+# more workers than cores; a module's tests stay on one worker (tests/conftest.py)
+TEST_WORKERS ?= 3
 RUN_ARGS ?=     # e.g. `make run RUN_ARGS=--fresh`
 
-.PHONY: install run test bench clean
+.PHONY: install run test test-quick bench clean
 
 install:
 	bash deploy/install.sh
@@ -13,7 +16,11 @@ run: install
 	$(VENV)/bin/kmon run --fast $(RUN_ARGS)
 
 test: install
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+
+# the development loop: the unit tests and the short fuzz run, nothing started
+test-quick: install
+	$(VENV)/bin/python -m pytest -n 2 tests/unit tests/fuzz $(PYTEST_ARGS)
 
 # one benchmark per run, e.g. `make bench BENCH="zk --partitions 1000,10000"` (see bench/README.md)
 BENCH ?= scrape

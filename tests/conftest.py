@@ -1,6 +1,7 @@
 """Fixtures: real local stacks (ZooKeeper + Kafka brokers, or KRaft nodes), always torn down."""
 from __future__ import annotations
 
+import os
 import signal
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from cli.monitor import MonitorOptions, start_monitor
 from kmon.toolchain import Toolchain, find_toolchain
 from stack.local import LocalStack, StackRequest
+from stack.process import PORT_SLICE_ENV
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +26,56 @@ def pytest_configure(config: pytest.Config) -> None:
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
     signal.signal(signal.SIGTERM, interrupt)
+    # each xdist worker ("gw2" of 4) and the processes it starts pick ports of their own
+    worker, workers = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if worker and workers:
+        os.environ.setdefault(PORT_SLICE_ENV, f"{worker.removeprefix('gw')}/{workers}")
+    # Every JVM the suite starts (brokers, ZooKeeper, Spark) lives minutes, not hours: C2's compiles
+    # never pay back there, and C1 alone starts a monitored stack on ~40 % less CPU (bench/README.md).
+    os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+
+
+# The integration groups that take longest, longest first (a run on three workers, 2026-11-28): handed
+# out first, so that none of them starts last. The durations at the end of a run say when it is stale.
+LONGEST_FIRST = ("tests/integration/test_scenarios.py", "tests/integration/kraft", "tests/integration/test_kraft_secure.py",
+                 "tests/integration/test_stream.py", "tests/integration/test_front_door.py",
+                 "tests/integration/test_kraft_elections.py", "tests/integration/test_zk_collector.py",
+                 "tests/integration/test_soak.py", "tests/integration/test_kraft_stack.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The integration groups first, the longest of them in front, then the unit tests, which fill the
+    workers' ends (stable: the order within a group is kept)."""
+    def rank(item: pytest.Item) -> int:
+        group = integration_group(item.nodeid)
+        if group is None:
+            return len(LONGEST_FIRST) + 1
+        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+    items.sort(key=rank)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``make test`` runs the suite on xdist workers. The tests of one integration module run on one
+    worker, in order, and share its module- and package-scoped stacks (the kraft/ package is one
+    group); each unit test is a unit of its own. (xdist's own ``loadgroup`` cannot do it: the group
+    it writes into ``item._nodeid`` is not read by pytest 9.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class IntegrationGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return integration_group(nodeid) or nodeid
+
+    config.option.loadscopereorder = False   # hand the groups out in the collection's order (above)
+    return IntegrationGroups(config, log)
+
+
+def integration_group(nodeid: str) -> str | None:
+    """``tests/integration/kraft`` for the kraft/ package's tests, the module's path for another
+    integration test, None for the rest."""
+    path = nodeid.split("::", 1)[0].split("/")
+    if path[:2] != ["tests", "integration"]:
+        return None
+    return "/".join(path[:3])
 
 
 @contextmanager
