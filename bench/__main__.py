@@ -1,4 +1,4 @@
-"""python -m bench [scrape|stream|idle|zk|kraft|groups|failover|peers|soak] ... : prints Markdown tables for bench/README.md."""
+"""python -m bench [scrape|stream|idle|zk|kraft|groups|failover|peers|soak|startup] ... : prints Markdown tables for bench/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import failover, groups, idle, kraft, peers, plot, scrape, soak, stream, zk
+from bench import failover, groups, idle, kraft, peers, plot, scrape, soak, startup, stream, zk
 from bench.peers.faults import FAULTS, NOT_ON_KRAFT
 from streaming.app import StreamConfig
 
@@ -73,6 +73,13 @@ def main() -> int:
     so.add_argument("--kraft", action="store_true", help="a KRaft cluster (Kafka 4) instead of ZooKeeper mode")
     so.add_argument("--seed", type=int, default=1, help="the faults' random generator: the same seed, the same faults")
     so.add_argument("--workdir", type=Path, help="keep the stack and its logs here (default /tmp/kmon-soak-<mode>-<seed>)")
+    su = sub.add_parser("startup", help="CPU of one monitored local stack (the fault scenarios' fixture) to start and "
+                                        "while idle, by part, for each JVM option set given to every JVM it starts")
+    su.add_argument("--jvm-options", default=",-XX:TieredStopAtLevel=1",
+                    help="comma-separated JDK_JAVA_OPTIONS values, one stack each, in order ('' for none)")
+    su.add_argument("--kraft", action="store_true", help="a KRaft cluster (Kafka 4) instead of ZooKeeper mode")
+    su.add_argument("--settle", type=float, default=30.0, help="seconds after the start counted with it")
+    su.add_argument("--idle", type=float, default=60.0, help="idle seconds measured after that")
     pl = sub.add_parser("plot", help="draw the stream cost curve, or the peers' fault -> alert times, from the JSON "
                                      "that `stream` or `peers` printed on stderr")
     pl.add_argument("rows", help="a file holding `stream`'s JSON list of rows or `peers`' JSON tables")
@@ -98,6 +105,8 @@ def main() -> int:
         rows = failover.run(args.rounds, args.trigger, log)
     elif args.what == "idle":
         rows = idle.run([float(t) for t in args.triggers.split(",")], args.seconds, log)
+    elif args.what == "startup":
+        rows = startup.run(args.jvm_options.split(","), args.kraft, args.settle, args.idle, log)
     elif args.what == "zk":
         rows = zk.run([int(n) for n in args.partitions.split(",")], args.samples, log)
     elif args.what == "kraft":

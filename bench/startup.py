@@ -1,0 +1,80 @@
+"""What one monitored local stack costs in CPU, by part: to start (and settle for a while), then idle.
+It is the fault scenarios' fixture (three brokers, kmon's events node, both collectors, the stream app
+on a 0.5 s trigger, Prometheus and Alertmanager), and the test suite starts about a dozen of them on two
+cores, so their CPU is what the suite's time is made of. Each JVM option set given goes to every JVM
+the stack starts through JDK_JAVA_OPTIONS, as tests/conftest.py sets it; the sets run one after the
+other in one run, to be compared as ratios."""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+from bench.support.measure import cpu_seconds, descendants
+from cli.monitor import MonitorOptions, start_monitor
+from kmon.toolchain import find_toolchain
+from stack.local import LocalStack, StackRequest
+
+# the stack's processes by what their command line names
+PARTS = [("kafka.Kafka", "Kafka"), ("QuorumPeerMain", "ZooKeeper"), ("org.apache.spark", "Spark JVM"),
+         ("pyspark", "Spark JVM"), ("daemon", "Spark Python workers"), ("cli stream", "stream driver"),
+         ("cli collect", "collectors"), ("alertmanager", "Alertmanager"), ("prometheus", "Prometheus")]
+
+
+def part(cmdline: str) -> str:
+    return next((name for marker, name in PARTS if marker in cmdline), "other")
+
+
+def cpu_by_part(root: int) -> Counter[str]:
+    out: Counter[str] = Counter()
+    for pid in descendants(root):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            out[part(cmdline)] += cpu_seconds(pid)
+        except OSError:   # exited meanwhile
+            continue
+    return out
+
+
+@contextmanager
+def jvm_options(options: str) -> Iterator[None]:
+    before = os.environ.get("JDK_JAVA_OPTIONS")
+    os.environ["JDK_JAVA_OPTIONS"] = options
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["JDK_JAVA_OPTIONS"]
+        else:
+            os.environ["JDK_JAVA_OPTIONS"] = before
+
+
+def run(option_sets: list[str], kraft: bool, settle_s: float, idle_s: float,
+        progress: Callable[[str], None]) -> list[dict]:
+    rows = []
+    for options in option_sets:
+        with jvm_options(options), tempfile.TemporaryDirectory(prefix="kmon-bench-startup-") as tmp:
+            stack = LocalStack(Path(tmp), find_toolchain(), die_with_parent=True)
+            progress(f"JDK_JAVA_OPTIONS={options!r}: starting a monitored {'KRaft' if kraft else 'ZooKeeper'} stack")
+            started = time.monotonic()
+            try:
+                stack.up(StackRequest(fast=True, kraft=kraft))
+                start_monitor(stack, MonitorOptions(cluster="bench", trigger_seconds=0.5, groups_poll_seconds=2,
+                                                    groups_lag_seconds=2))
+                up_s = time.monotonic() - started
+                time.sleep(settle_s)
+                settled = cpu_by_part(os.getpid())
+                progress(f"measuring {idle_s:g} s of idle")
+                time.sleep(idle_s)
+                idle = cpu_by_part(os.getpid()) - settled
+            finally:
+                stack.down(timeout=10)
+        rows.append({"JDK_JAVA_OPTIONS": options or "(none)", "up_s": up_s,
+                     f"start+{settle_s:g}s_cpu_s": sum(settled.values()),
+                     **{f"{p}_cpu_s": settled[p] for p in sorted(settled)},
+                     "idle_cpu_cores": sum(idle.values()) / idle_s})
+    return rows
