@@ -34,7 +34,8 @@ def cpu_by_part(root: int) -> Counter[str]:
     for pid in descendants(root):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            out[part(cmdline)] += cpu_seconds(pid)
+            if cmdline:   # not a zombie: an earlier stack's process, stopped and not yet waited for
+                out[part(cmdline)] += cpu_seconds(pid)
         except OSError:   # exited meanwhile
             continue
     return out
