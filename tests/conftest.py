@@ -31,7 +31,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if worker and workers:
         os.environ.setdefault(PORT_SLICE_ENV, f"{worker.removeprefix('gw')}/{workers}")
     # Every JVM the suite starts (brokers, ZooKeeper, Spark) lives minutes, not hours: C2's compiles
-    # never pay back there, and C1 alone starts a monitored stack on ~40 % less CPU (bench/README.md).
+    # never pay back there, and C1 alone starts a monitored stack on a third less CPU (bench/README.md).
     os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
