@@ -1,9 +1,9 @@
 # The two commands of the README. Both install what they need first (idempotent).
 VENV ?= .venv
 PYTEST_ARGS ?=
-# xdist workers for `make test`: the integration tests mostly wait (sessions, elections, triggers), so
-# more workers than cores; a module's tests stay on one worker (tests/conftest.py)
-TEST_WORKERS ?= 3
+# xdist workers for `make test`, one per core: three kept both cores busy (load 20-70) and the fast
+# profile's timings broke under it (bench/README.md); a module's tests stay on one worker (tests/conftest.py)
+TEST_WORKERS ?= 2
 RUN_ARGS ?=     # e.g. `make run RUN_ARGS=--fresh`
 
 .PHONY: install run test test-quick bench clean

@@ -487,10 +487,13 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
             changes.append(t)   # one ISR change can shrink and expand: one step of the chain
     for changes in isr.values():
         assert [set(t.old.split(",")) for t in changes[1:]] == [set(t.new.split(",")) for t in changes[:-1]]  # type: ignore[union-attr]
-    # scenario 1: the killed follower left each partition's ISR, then joined it again
+    # scenario 1: the killed follower left each partition's ISR, then joined it again (on a loaded
+    # machine another replica may fall behind for a while too: its own shrink and expand)
     s1 = [t for t in history if t.topic == "s1-follower" and t.kind in ("isr_shrink", "isr_expand")]
     for p in range(3):
-        assert [t.kind for t in s1 if t.partition == p][:2] == ["isr_shrink", "isr_expand"]
+        first = next(t for t in s1 if t.partition == p)
+        assert first.kind == "isr_shrink"
+        assert [t.kind for t in s1 if t.partition == p and t.broker == first.broker][:2] == ["isr_shrink", "isr_expand"]
     # scenario 4: one move, begun before it finished, to its target
     moves = [t for t in history if t.topic == "s4-reassign" and t.kind.startswith("reassignment")]
     assert [t.kind for t in moves] == ["reassignment_started", "reassignment_finished"]
