@@ -10,9 +10,9 @@ import os
 import tempfile
 import time
 from collections import Counter
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
+from unittest.mock import patch
 
 from bench.support.measure import cpu_seconds, descendants
 from cli.monitor import MonitorOptions, start_monitor
@@ -41,24 +41,11 @@ def cpu_by_part(root: int) -> Counter[str]:
     return out
 
 
-@contextmanager
-def jvm_options(options: str) -> Iterator[None]:
-    before = os.environ.get("JDK_JAVA_OPTIONS")
-    os.environ["JDK_JAVA_OPTIONS"] = options
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["JDK_JAVA_OPTIONS"]
-        else:
-            os.environ["JDK_JAVA_OPTIONS"] = before
-
-
 def run(option_sets: list[str], kraft: bool, settle_s: float, idle_s: float,
         progress: Callable[[str], None]) -> list[dict]:
     rows = []
     for options in option_sets:
-        with jvm_options(options), tempfile.TemporaryDirectory(prefix="kmon-bench-startup-") as tmp:
+        with patch.dict(os.environ, {"JDK_JAVA_OPTIONS": options}), tempfile.TemporaryDirectory(prefix="kmon-bench-startup-") as tmp:
             stack = LocalStack(Path(tmp), find_toolchain(), die_with_parent=True)
             progress(f"JDK_JAVA_OPTIONS={options!r}: starting a monitored {'KRaft' if kraft else 'ZooKeeper'} stack")
             started = time.monotonic()
