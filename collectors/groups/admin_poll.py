@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Mapping
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
@@ -19,6 +20,7 @@ from collectors.groups.config import GroupsConfig
 from collectors.groups.gather import Gathered, K, gather
 from collectors.groups.lag import LagTable
 from collectors.groups.outputs import Emitter
+from collectors.groups.refusing import Broker, PollGate, refusing
 from collectors.groups.states import Partition, state_from_description, topic_lags
 from kmon.events import GroupState, TopicLag
 
@@ -26,6 +28,8 @@ log = logging.getLogger("kmon.collector.groups")
 
 # list_offsets takes many partitions per request; the broker answers per leader
 END_OFFSETS_BATCH = 1000
+# while a listed broker refuses connections the poll is held, and runs anyway this often (refusing.py)
+HOLD_S = 30.0
 
 
 def present_groups(listed: Iterable[str], described: Mapping[str, GroupState],
@@ -86,8 +90,16 @@ class AdminPoller:
         self._poll_duration = emitter.telemetry.metric("kmon_collector_poll_duration_seconds")
         self._unknown_ends = emitter.telemetry.metric("kmon_collector_end_offsets_unknown")
         self._unknown_count = 0   # partitions whose end offset the latest poll could not read
+        self._gate = PollGate(HOLD_S)
+        self._probes = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kmon-groups-refusing")
 
     def run(self, stop: threading.Event) -> None:
+        try:
+            self._run(stop)
+        finally:
+            self._probes.shutdown(wait=False)
+
+    def _run(self, stop: threading.Event) -> None:
         if self._offsets_read is not None:
             # The first lags wait a while for the reader's committed offsets. Without them a group
             # whose Admin API offsets failed (a coordinator moving: when a crash and restart are
@@ -108,6 +120,8 @@ class AdminPoller:
     def poll_once(self) -> None:
         started = time.monotonic()
         self._admin.poll(0)   # hands the client's queued log lines to its logger
+        if not self._admitted(started):
+            return
         listed = self._list_groups()
         if listed is None:
             return
@@ -170,6 +184,25 @@ class AdminPoller:
             if self._book.delete(group):
                 log.info("group %s no longer exists", group)
                 self._emitter.delete(group)
+
+    def _admitted(self, now: float) -> bool:
+        """False while a broker of the cluster's metadata refuses connections and the poll is held."""
+        timeout = self._config.request_timeout_s
+        try:
+            nodes = self._admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 1).nodes
+        except Exception as e:   # no broker answers: the poll's own requests fail and say so, as before
+            log.debug("describe_cluster: %s", e)
+            return True
+        down = refusing([Broker(n.id, n.host, n.port) for n in nodes], self._probes)
+        held = self._gate.holding
+        admitted = self._gate.admit(bool(down), now)
+        if down and not held:
+            log.warning("broker %s refuses connections and is still in the cluster's metadata: the Admin "
+                        "API poll waits for it to come back or leave the metadata, and runs anyway every %g s",
+                        ", ".join(map(str, down)), HOLD_S)
+        elif held and not down:
+            log.info("no broker of the cluster's metadata refuses connections now: polling again")
+        return admitted
 
     # ----------------------------------------------------------- Admin API calls
 
