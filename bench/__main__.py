@@ -80,6 +80,8 @@ def main() -> int:
     su.add_argument("--kraft", action="store_true", help="a KRaft cluster (Kafka 4) instead of ZooKeeper mode")
     su.add_argument("--settle", type=float, default=30.0, help="seconds after the start counted with it")
     su.add_argument("--idle", type=float, default=60.0, help="idle seconds measured after that")
+    su.add_argument("--broker-death", type=float, default=0.0,
+                    help="then SIGKILL a follower broker and measure this many seconds after it (0: not)")
     pl = sub.add_parser("plot", help="draw the stream cost curve, or the peers' fault -> alert times, from the JSON "
                                      "that `stream` or `peers` printed on stderr")
     pl.add_argument("rows", help="a file holding `stream`'s JSON list of rows or `peers`' JSON tables")
@@ -106,7 +108,7 @@ def main() -> int:
     elif args.what == "idle":
         rows = idle.run([float(t) for t in args.triggers.split(",")], args.seconds, log)
     elif args.what == "startup":
-        rows = startup.run(args.jvm_options.split(","), args.kraft, args.settle, args.idle, log)
+        rows = startup.run(args.jvm_options.split(","), args.kraft, args.settle, args.idle, args.broker_death, log)
     elif args.what == "zk":
         rows = zk.run([int(n) for n in args.partitions.split(",")], args.samples, log)
     elif args.what == "kraft":

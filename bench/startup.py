@@ -3,7 +3,8 @@ It is the fault scenarios' fixture (three brokers, kmon's events node, both coll
 on a 0.5 s trigger, Prometheus and Alertmanager), and the test suite starts about a dozen of them on two
 cores, so their CPU is what the suite's time is made of. Each JVM option set given goes to every JVM
 the stack starts through JDK_JAVA_OPTIONS, as tests/conftest.py sets it; the sets run one after the
-other in one run, to be compared as ratios."""
+other in one run, to be compared as ratios. With a broker death, a follower broker is then SIGKILLed and the
+CPU of the seconds after it counted by part: what kmon spends while a broker is down."""
 from __future__ import annotations
 
 import os
@@ -29,9 +30,11 @@ def part(cmdline: str) -> str:
     return next((name for marker, name in PARTS if marker in cmdline), "other")
 
 
-def cpu_by_part(root: int) -> Counter[str]:
+def cpu_by_part(root: int, skip: int | None = None) -> Counter[str]:
     out: Counter[str] = Counter()
     for pid in descendants(root):
+        if pid == skip:
+            continue
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             if cmdline:   # not a zombie: an earlier stack's process, stopped and not yet waited for
@@ -41,7 +44,7 @@ def cpu_by_part(root: int) -> Counter[str]:
     return out
 
 
-def run(option_sets: list[str], kraft: bool, settle_s: float, idle_s: float,
+def run(option_sets: list[str], kraft: bool, settle_s: float, idle_s: float, death_s: float,
         progress: Callable[[str], None]) -> list[dict]:
     rows = []
     for options in option_sets:
@@ -59,10 +62,25 @@ def run(option_sets: list[str], kraft: bool, settle_s: float, idle_s: float,
                 progress(f"measuring {idle_s:g} s of idle")
                 time.sleep(idle_s)
                 idle = cpu_by_part(os.getpid()) - settled
+                death = broker_death(stack, death_s, progress) if death_s else None
             finally:
                 stack.down(timeout=10)
         rows.append({"JDK_JAVA_OPTIONS": options or "(none)", "up_s": up_s,
                      f"start+{settle_s:g}s_cpu_s": sum(settled.values()),
                      **{f"{p}_cpu_s": settled[p] for p in sorted(settled)},
-                     "idle_cpu_cores": sum(idle.values()) / idle_s})
+                     "idle_cpu_cores": sum(idle.values()) / idle_s,
+                     **({f"death+{death_s:g}s_cpu_s": sum(death.values()),
+                         **{f"death_{p}_cpu_s": death[p] for p in ("collectors", "Kafka", "ZooKeeper")}}
+                        if death is not None else {})})
     return rows
+
+
+def broker_death(stack: LocalStack, seconds: float, progress: Callable[[str], None]) -> Counter[str]:
+    """The CPU by part in the ``seconds`` after a follower broker is SIGKILLed."""
+    victim = next(b for b in stack.broker_ids() if b != stack.controller_id())
+    pid = stack.component(f"broker-{victim}").pid   # its CPU goes with it: left out of both counts
+    before = cpu_by_part(os.getpid(), skip=pid)
+    stack.kill_broker(victim)
+    progress(f"broker {victim} SIGKILLed: measuring {seconds:g} s")
+    time.sleep(seconds)
+    return cpu_by_part(os.getpid(), skip=pid) - before
