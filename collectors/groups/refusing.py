@@ -8,7 +8,6 @@ every ``hold_s`` so that a long refusal still has fresh lag at a bounded cost (b
 """
 from __future__ import annotations
 
-import errno
 import socket
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,8 +33,8 @@ def refuses(broker: Broker, timeout: float = PROBE_TIMEOUT_S) -> bool:
             return False
     except ConnectionRefusedError:
         return True
-    except OSError as e:
-        return e.errno == errno.ECONNREFUSED
+    except OSError:   # no answer, no route: not the immediate refusal librdkafka loops on
+        return False
 
 
 def refusing(brokers: Iterable[Broker], pool: ThreadPoolExecutor) -> list[Broker]:
