@@ -188,6 +188,7 @@ class AdminPoller:
     def _admitted(self, now: float) -> bool:
         """False while a broker of the cluster's metadata refuses connections and the poll is held."""
         timeout = self._config.request_timeout_s
+        self._emitter.telemetry.metric("kmon_collector_admin_calls_total", call="describe_cluster").inc()
         try:
             nodes = self._admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 1).nodes
         except Exception as e:   # no broker answers: the poll's own requests fail and say so, as before
