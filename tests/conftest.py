@@ -35,18 +35,12 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
-# The modules that use the session-scoped stacks (session_stack, chroot_stack below): one group, so
-# that one worker starts those stacks, once (tests/unit/test_suite_groups.py finds them).
-SESSION_STACKS = "tests/integration (the session stacks)"
-SESSION_STACK_MODULES = frozenset(f"tests/integration/{name}.py" for name in (
-    "test_groups_collector", "test_publisher", "test_stack", "test_stream", "test_stream_submit", "test_zk_collector"))
-
-# The integration groups that take longest, longest first (a run on two workers, 2026-11-29): handed
+# The integration groups that take longest, longest first (a run on three workers, 2026-11-28): handed
 # out first, so that none of them starts last. The durations at the end of a run say when it is stale.
-LONGEST_FIRST = ("tests/integration/test_scenarios.py", SESSION_STACKS, "tests/integration/kraft",
-                 "tests/integration/test_front_door.py", "tests/integration/test_soak.py",
-                 "tests/integration/test_kraft_elections.py", "tests/integration/test_kraft_secure.py",
-                 "tests/integration/test_secure.py", "tests/integration/test_kraft_stack.py")
+LONGEST_FIRST = ("tests/integration/test_scenarios.py", "tests/integration/kraft", "tests/integration/test_kraft_secure.py",
+                 "tests/integration/test_stream.py", "tests/integration/test_front_door.py",
+                 "tests/integration/test_kraft_elections.py", "tests/integration/test_zk_collector.py",
+                 "tests/integration/test_soak.py", "tests/integration/test_kraft_stack.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -76,13 +70,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
 
 def integration_group(nodeid: str) -> str | None:
-    """``tests/integration/kraft`` for the kraft/ package's tests, :data:`SESSION_STACKS` for the
-    modules of the session stacks, the module's path for another integration test, None for the rest."""
+    """``tests/integration/kraft`` for the kraft/ package's tests, the module's path for another
+    integration test, None for the rest."""
     path = nodeid.split("::", 1)[0].split("/")
     if path[:2] != ["tests", "integration"]:
         return None
-    module = "/".join(path[:3])
-    return SESSION_STACKS if module in SESSION_STACK_MODULES else module
+    return "/".join(path[:3])
 
 
 @contextmanager
