@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 RUN_ARGS ?=     # e.g. `make run RUN_ARGS=--fresh`
 
-.PHONY: install run test test-quick bench clean
+.PHONY: install run watch test test-quick bench clean
 
 install:
 	bash deploy/install.sh
@@ -14,6 +14,12 @@ install:
 # The embedded default: a local real cluster, the monitor on it, metrics and Prometheus up.
 run: install
 	$(VENV)/bin/kmon run --fast $(RUN_ARGS)
+
+# Your own cluster (README: Watch your own cluster), kmon's own parts beside it.
+BOOTSTRAP_SERVERS ?=
+watch: install
+	@test -n "$(BOOTSTRAP_SERVERS)" || { echo "make watch needs BOOTSTRAP_SERVERS=HOST:PORT[,...], your cluster's brokers" >&2; exit 2; }
+	$(VENV)/bin/kmon run --bootstrap-servers $(BOOTSTRAP_SERVERS) $(RUN_ARGS)
 
 test: install
 	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)

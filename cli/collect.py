@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+from cli.discovery import addresses
 from cli.supervise import supervised
 from collectors.groups.cli import add_groups_flags, groups_config
 from collectors.groups.collector import GroupsCollector, GroupsConfig
@@ -205,20 +206,16 @@ def cmd_collect_kraft(parser: argparse.ArgumentParser, args: argparse.Namespace)
         parser.error(f"{client.describe()}: {e}")
     events = _events(parser, args)
     if args.sampled:
-        sampled = SampledConfig(bootstrap=_addresses(args.bootstrap_servers), cluster=args.cluster,
+        sampled = SampledConfig(bootstrap=tuple(addresses(args.bootstrap_servers)), cluster=args.cluster,
                                 security=security, interval_s=args.sample_interval)
         return supervised(args.argv, lambda: _collect_kraft(
             sampled.cluster, lambda pub, tel: SampledCollector(sampled, pub, tel),
             f"the metadata of its brokers {sampled.address}, sampled", client.describe(), events, args))
-    kraft = KraftCollectorConfig(controllers=_addresses(args.controllers), cluster=args.cluster, security=security,
-                                 quorum_interval_s=args.quorum_interval)
+    kraft = KraftCollectorConfig(controllers=tuple(addresses(args.controllers)), cluster=args.cluster,
+                                 security=security, quorum_interval_s=args.quorum_interval)
     return supervised(args.argv, lambda: _collect_kraft(
         kraft.cluster, lambda pub, tel: KraftCollector(kraft, pub, tel), f"its metadata quorum {kraft.address}",
         client.describe(), events, args))
-
-
-def _addresses(text: str) -> tuple[tuple[str, int], ...]:
-    return tuple((host, int(port)) for host, _, port in (a.rpartition(":") for a in text.split(",")))
 
 
 def _collect_kraft(cluster: str, make: Callable[[EventSink, Telemetry], Collector], source: str, security: str,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import shutil
@@ -10,10 +11,13 @@ import sys
 import threading
 from pathlib import Path
 
+from cli.collect import cluster_name
 from cli.monitor import MonitorOptions, checkpoint_dir, start_monitor
+from cli.watch import add_watch_flags, check_flags, default_name, find_cluster, stack_dir
 from kmon import flags, logs
 from kmon.signals import stop_on_signals
 from kmon.toolchain import find_toolchain
+from kmon.watched import KRAFT, MODE_WORDS, WatchedCluster
 from stack.keeper import Keeper, request_start
 from stack.local import Component, LocalStack, StackError, StackRequest, StackState
 from stack.owner import Busy, holder
@@ -56,21 +60,26 @@ def build_parser() -> argparse.ArgumentParser:
     logs.flag(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="the embedded default: a local real cluster and the monitor on it",
+    run = sub.add_parser("run", help="the monitor on a local real cluster it starts, or on yours "
+                                     "(--bootstrap-servers)",
                          description="Start a local ZooKeeper, Kafka brokers, Prometheus and Alertmanager, "
                                      "the ZooKeeper and consumer-group collectors and the Spark views on them "
                                      "(--kraft: a KRaft cluster of Kafka 4 instead, watched by the KRaft "
-                                     "collector); "
-                                     "print every address and run until SIGTERM/Ctrl-C, then stop them all. "
-                                     "A part of the monitor that dies unasked is started again. Run again in "
-                                     "the same --dir, it resumes: the cluster's data, the events, the views' "
+                                     "collector); with --bootstrap-servers, watch that existing cluster instead "
+                                     "(its mode and control plane found out) with kmon's own parts beside it. "
+                                     "Print every address and run until SIGTERM/Ctrl-C, then stop what kmon "
+                                     "started. A part of the monitor that dies unasked is started again. Run again "
+                                     "in the same --dir, it resumes: the cluster's data, the events, the views' "
                                      "checkpoint and the history are kept (--fresh starts over).")
-    _stack_flags(run)
+    _stack_flags(run, dir_default=None)
     _fresh_flag(run)
-    flags.flag(run, "--cluster", default="local", help="name of the local cluster in events and metrics")
+    flags.flag(run, "--cluster", type=cluster_name,
+               help="the cluster's name in events and metrics (default: local; with --bootstrap-servers, the "
+                    "first bootstrap host)")
+    add_watch_flags(run)
     flags.flag(run, "--trigger-interval", default=None, type=float,
                 help="seconds between Spark micro-batches (default: kmon stream's)")
-    run.set_defaults(handler=cmd_run)
+    run.set_defaults(handler=functools.partial(cmd_run, run))
 
     stack = sub.add_parser("stack", help="start/stop/inspect the local stack",
                            description="A real local Kafka cluster (ZooKeeper mode, or KRaft with --kraft) "
@@ -109,9 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _dir_flag(p: argparse.ArgumentParser) -> None:
-    flags.flag(p, "--dir", default=DEFAULT_STACK_DIR, type=Path,
-                help="directory for the stack's state, data and logs")
+def _dir_flag(p: argparse.ArgumentParser, default: str | None = DEFAULT_STACK_DIR) -> None:
+    flags.flag(p, "--dir", default=default, type=Path,
+               help="directory for the stack's state, data and logs" + (
+                   "" if default else f" (default: {DEFAULT_STACK_DIR}; with --bootstrap-servers, "
+                                      ".kmon/clusters/<cluster>)"))
 
 
 def _fresh_flag(p: argparse.ArgumentParser) -> None:
@@ -119,8 +130,8 @@ def _fresh_flag(p: argparse.ArgumentParser) -> None:
                                      "and history) and start a new one; without it, that stack is resumed")
 
 
-def _stack_flags(p: argparse.ArgumentParser) -> None:
-    _dir_flag(p)
+def _stack_flags(p: argparse.ArgumentParser, dir_default: str | None = DEFAULT_STACK_DIR) -> None:
+    _dir_flag(p, dir_default)
     flags.flag(p, "--brokers", default=3, type=flags.positive_int, help="number of Kafka brokers")
     flags.flag(p, "--chroot", default="", type=flags.chroot,
                 help="ZooKeeper chroot for the Kafka tree, e.g. /kafka")
@@ -184,7 +195,7 @@ def _kmon_command() -> str:
 def describe(state: StackState) -> str:
     separate = state.events_bootstrap_servers != state.bootstrap_servers
     lines = [f"stack in {_shown(state.dir)}",
-             *(_kraft_cluster(state) if state.kraft else
+             *(_watched_cluster(state.watched) if state.watched else _kraft_cluster(state) if state.kraft else
                ["  monitored cluster (Kafka in ZooKeeper mode)", f"    zookeeper        {state.zk_connect}"]),
              f"    bootstrap        {state.bootstrap_servers}",
              *(_client_configs(state)),
@@ -200,6 +211,18 @@ def describe(state: StackState) -> str:
     if "stream" in state.components:
         lines.append(f"  {'what happened':<18} {_kmon_command()} history --dir {_shown(history_dir(checkpoint_dir(state.dir)))}")
     return "\n".join(lines)
+
+
+def _watched_cluster(w: WatchedCluster) -> list[str]:
+    """A cluster kmon did not start: how it is watched."""
+    if w.mode == KRAFT:
+        how = [f"    controllers      {w.controllers} " + (
+            "(the metadata log followed: exact)" if w.exact else "(the brokers' metadata sampled)")]
+    else:
+        how = [f"    zookeeper        {w.zookeeper}"]
+    return [f"  monitored cluster (yours: {MODE_WORDS[w.mode]}; kmon does not start or stop it)",
+            f"    cluster id       {w.cluster_id}", *how,
+            *([f"    client config    {w.command_config}"] if w.command_config else [])]
 
 
 def _kraft_cluster(state: StackState) -> list[str]:
@@ -308,12 +331,22 @@ def cmd_stack_start(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    try:
+        check_flags(args)
+    except argparse.ArgumentTypeError as e:
+        parser.error(str(e))
+    args.cluster = args.cluster or (default_name(args.bootstrap_servers) if args.bootstrap_servers else "local")
+    args.dir = stack_dir(args, DEFAULT_STACK_DIR)
     # everything `run` starts lives only as long as `run` does, even if it is SIGKILLed
     stack = LocalStack(args.dir, find_toolchain(), die_with_parent=True, command=RUN)
     # SIGTERM while starting unwinds as Ctrl-C does: what was started is stopped
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    stack.up(_request(args), fresh=args.fresh)   # on failure it stops what it started, and only that
+    request = _request(args)
+    if args.bootstrap_servers:
+        watched = find_cluster(args)
+        request = StackRequest(fast=args.fast, prometheus=not args.no_prometheus, watched=watched)
+    stack.up(request, fresh=args.fresh)   # on failure it stops what it started, and only that
     try:
         log.info("starting the monitor: collectors and the Spark app (Spark takes ~20 s to start)")
         start_monitor(stack, MonitorOptions(cluster=args.cluster, trigger_seconds=args.trigger_interval))
@@ -321,7 +354,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(describe(stack.state), flush=True)
         stopped = threading.Event()
         stop_on_signals(stopped)
-        log.info("running; SIGTERM or Ctrl-C stops everything")
+        log.info("running; SIGTERM or Ctrl-C stops what kmon started" +
+                 (" (nothing of the watched cluster)" if args.bootstrap_servers else ""))
         keeper = Keeper(stack)
         while not stopped.wait(KEEP_EVERY_S):
             keeper.check()

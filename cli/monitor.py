@@ -47,14 +47,23 @@ def collector_argv(stack: LocalStack, opts: MonitorOptions, source: str, metrics
 
 def _watched(s: StackState, opts: MonitorOptions, source: str) -> list[str]:
     """The flags that say what one collector watches."""
-    secure = s.secure_files
-    if source == "zk":
-        return ["--zookeeper", s.zk_connect, *(("--zk-client-config", str(secure.zk_client)) if secure else ())]
-    client = ("--command-config", str(secure.kafka_client)) if secure else ()
+    client = _kafka_client_flags(s)
+    if source == "groups":
+        lag = ("--lag-interval", str(opts.groups_lag_seconds)) if opts.groups_lag_seconds else ()
+        return ["--bootstrap-servers", s.bootstrap_servers, "--poll-interval", str(opts.groups_poll_seconds), *lag,
+                *client]
+    if s.watched and source == "kraft" and not s.watched.exact:   # kmon may not follow the metadata log
+        return ["--sampled", "--bootstrap-servers", s.bootstrap_servers, *client]
     if source == "kraft":   # the quorum itself: under KRaft the active controller is its leader
         return ["--controllers", s.controllers, *client]
-    lag = ("--lag-interval", str(opts.groups_lag_seconds)) if opts.groups_lag_seconds else ()
-    return ["--bootstrap-servers", s.bootstrap_servers, "--poll-interval", str(opts.groups_poll_seconds), *lag, *client]
+    zk_client = s.watched.zk_client_config if s.watched else str(s.secure_files.zk_client) if s.secure_files else ""
+    return ["--zookeeper", s.zk_connect, *(("--zk-client-config", zk_client) if zk_client else ())]
+
+
+def _kafka_client_flags(s: StackState) -> tuple[str, ...]:
+    """--command-config of the monitored cluster, where it has one."""
+    path = s.watched.command_config if s.watched else str(s.secure_files.kafka_client) if s.secure_files else ""
+    return ("--command-config", path) if path else ()
 
 
 def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:

@@ -49,6 +49,7 @@ from kazoo.exceptions import NoNodeError
 from kmon.client_config import KafkaClientProperties, ZooKeeperClientProperties
 from kmon.reachability import kafka_probe
 from kmon.toolchain import Toolchain
+from kmon.watched import KRAFT, WatchedCluster
 from stack import configs
 from stack.owner import Busy, OwnerLock
 from stack.process import PortPicker, cmdline, pid_alive, reap, spawn, stop, stop_all, wait_until
@@ -97,10 +98,13 @@ class StackState:
     kraft: bool = False    # the monitored cluster is a KRaft cluster of Kafka 4.x, no ZooKeeper
     kraft_controllers: int = 0   # its dedicated controllers; 0: every broker is a controller too
     cluster_id: str = ""   # the KRaft cluster's id, which its nodes' storage was formatted with
+    watched: WatchedCluster | None = None   # a cluster kmon did not start: this stack is kmon's parts only
 
     @property
     def flags(self) -> str:
         """The `kmon stack up` flags that make a stack of this shape (a resume must give the same)."""
+        if self.watched:
+            return watched_flags(self.watched)
         return shape_flags(self.kraft, self.brokers, self.kraft_controllers, self.chroot, self.secure)
 
     @property
@@ -109,6 +113,9 @@ class StackState:
 
     def kafka_client(self) -> dict[str, str]:
         """librdkafka settings a client of the monitored cluster needs (none unless secure)."""
+        if self.watched:
+            path = self.watched.command_config
+            return KafkaClientProperties.load("monitored", Path(path), os.environ).librdkafka() if path else {}
         files = self.secure_files
         return KafkaClientProperties.load("monitored", files.kafka_client, {}).librdkafka() if files else {}
 
@@ -123,17 +130,21 @@ class StackState:
 
     @property
     def zk_connect(self) -> str:
-        return self.zk_address + self.chroot
+        return self.watched.zookeeper if self.watched else self.zk_address + self.chroot
 
     @property
     def bootstrap_servers(self) -> str:
         """The monitored cluster's brokers."""
+        if self.watched:
+            return self.watched.bootstrap_servers
         return ",".join(f"127.0.0.1:{c.port}" for n, c in self.components.items()
                         if n.startswith("broker-"))
 
     @property
     def controllers(self) -> str:
         """The KRaft controller quorum: the CONTROLLER listeners of its voters (combined nodes included)."""
+        if self.watched:
+            return self.watched.controllers
         return ",".join(f"127.0.0.1:{c.controller_port}" for c in self.components.values() if c.controller_port)
 
     @property
@@ -181,6 +192,8 @@ class StackState:
             raw = json.loads(path.read_text())
             raw["dir"] = Path(raw["dir"])
             raw["components"] = {k: Component(**_known(Component, v)) for k, v in raw["components"].items()}
+            if raw.get("watched"):
+                raw["watched"] = WatchedCluster(**_known(WatchedCluster, raw["watched"]))
             return cls(**_known(cls, raw))
         except FileNotFoundError:
             return None
@@ -195,6 +208,11 @@ def shape_flags(kraft: bool, brokers: int, controllers: int, chroot: str, secure
     shape = (f"--kraft --brokers {brokers}" + (f" --dedicated-controllers {controllers}" if controllers else "")
              if kraft else f"--brokers {brokers}" + (f" --chroot {chroot}" if chroot else ""))
     return shape + (" --secure" if secure else "")
+
+
+def watched_flags(watched: WatchedCluster) -> str:
+    """Pure: the flag that says which cluster a stack of kmon's parts alone watches."""
+    return f"--bootstrap-servers {watched.bootstrap_servers}"
 
 
 def collector_sources(kraft: bool) -> tuple[str, str]:
@@ -229,6 +247,9 @@ class StackRequest:
     # properties of every server of the monitored cluster, over the profile's (e.g.
     # unclean.leader.election.enable=true)
     extra_props: dict[str, str] = field(default_factory=dict)
+    # a cluster kmon did not start, to watch: the stack is then kmon's parts alone (events node,
+    # Prometheus, Alertmanager), and the shape fields above are not used
+    watched: WatchedCluster | None = None
 
     def timing(self) -> configs.Profile:
         if self.profile is not None:
@@ -242,7 +263,14 @@ class StackRequest:
 
     @property
     def flags(self) -> str:
+        if self.watched:
+            return watched_flags(self.watched)
         return shape_flags(self.kraft, self.brokers, self.controllers, self.chroot, self.secure)
+
+    @property
+    def kraft_cluster(self) -> bool:
+        """The monitored cluster runs KRaft (the collectors follow its metadata quorum)."""
+        return self.watched.mode == KRAFT if self.watched else self.kraft
 
     def check(self) -> None:
         """Flags that do not go together: one line naming them."""
@@ -311,14 +339,16 @@ class LocalStack:
         self.state = StackState(dir=self.dir, chroot=req.chroot, brokers=req.brokers, fast=req.fast,
                                 stream_port=pick(again.stream_port),
                                 collector_ports={source: pick(again.collector_ports.get(source, 0))
-                                                 for source in collector_sources(req.kraft)},
-                                secure=req.secure, kraft=req.kraft, kraft_controllers=req.controllers,
-                                cluster_id=again.cluster_id)
+                                                 for source in collector_sources(req.kraft_cluster)},
+                                secure=req.secure, kraft=req.kraft_cluster, kraft_controllers=req.controllers,
+                                cluster_id=again.cluster_id, watched=req.watched)
         if self.state.secure_files:
             self.state.secure_files.write()
         started = time.monotonic()
         try:
-            if req.kraft:
+            if req.watched:
+                pass   # the user's cluster runs on its own
+            elif req.kraft:
                 self._write_kraft_nodes(req, again, pick)
             else:
                 self._write_zookeeper_cluster(req, again, profile, pick, resumed=previous is not None)
@@ -326,7 +356,9 @@ class LocalStack:
                 self._write_events_node(profile, pick(again.port_of(EVENTS)), pick())
             for c in self._servers():  # all at once: the JVMs start in parallel
                 self._spawn(c)
-            if req.kraft:
+            if req.watched:
+                pass
+            elif req.kraft:
                 self._wait_kraft_cluster()
                 if self.state.secure_files:
                     self._grant_kmon(self.state.secure_files)
@@ -335,7 +367,7 @@ class LocalStack:
                     self._wait_broker(i + 1)
             if req.events_cluster:
                 self._wait_events_node()
-            if not req.kraft:
+            if not req.kraft and not req.watched:
                 wait_until(lambda: self.controller_id() >= 0, 60, "controller election")
             if req.prometheus:
                 self._start_alertmanager(pick(again.port_of("alertmanager")))

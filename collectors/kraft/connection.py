@@ -71,15 +71,18 @@ _HEADER = struct.Struct(">i")
 class Connection:
     """Requests one at a time to one controller; ``close`` it when done (or use ``with``)."""
 
-    def __init__(self, host: str, port: int, security: ClientSecurity, timeout_s: float, client_version: str) -> None:
+    def __init__(self, host: str, port: int, security: ClientSecurity, timeout_s: float, client_version: str,
+                 role: str = "controller listener") -> None:
+        """``role``: what the listener is to the user, in errors (a broker's, when kmon asks a broker)."""
         self.host, self.port = host, port
         self.address = f"{host}:{port}"
+        self.listener = f"{role} {self.address}"
         self._correlation = 0
         self._sock: socket.socket | None = None
         try:
             sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as e:
-            raise ConnectionError(f"controller listener {self.address}: {e.strerror or e}") from None
+            raise ConnectionError(f"{self.listener}: {e.strerror or e}") from None
         self._sock = sock
         try:
             if security.protocol in ("SSL", "SASL_SSL"):
@@ -92,11 +95,11 @@ class Connection:
             raise
         except ssl.SSLError as e:
             self.close()
-            raise ControllerError(f"controller listener {self.address}: TLS failed ({e.reason or e}); check "
+            raise ControllerError(f"{self.listener}: TLS failed ({e.reason or e}); check "
                                   "ssl.truststore.* / ssl.keystore.* in the client properties") from None
         except OSError as e:
             self.close()
-            raise ConnectionError(f"controller listener {self.address}: {e.strerror or e}") from None
+            raise ConnectionError(f"{self.listener}: {e.strerror or e}") from None
         except BaseException:
             self.close()
             raise
@@ -123,7 +126,7 @@ class Connection:
              flexible_response_header: bool | None = None) -> Reader:
         """Send one request, return its response body. Raises ConnectionError (OSError) on I/O."""
         if self._sock is None:
-            raise ConnectionError(f"controller listener {self.address}: closed")
+            raise ConnectionError(f"{self.listener}: closed")
         self._correlation += 1
         self._sock.sendall(wire.request(api_key, version, self._correlation, "kmon-kraft", body, flexible))
         size = _HEADER.unpack(self._read(4))[0]
@@ -132,7 +135,7 @@ class Connection:
         try:
             return wire.response_body(payload, self._correlation, header_flexible)
         except wire.WireError as e:
-            raise ConnectionError(f"controller listener {self.address}: {e}") from None
+            raise ConnectionError(f"{self.listener}: {e}") from None
 
     def _read(self, n: int) -> bytes:
         assert self._sock is not None
@@ -140,7 +143,7 @@ class Connection:
         while left:
             chunk = self._sock.recv(min(left, 1 << 20))
             if not chunk:
-                raise ConnectionError(f"controller listener {self.address} closed the connection")
+                raise ConnectionError(f"{self.listener} closed the connection")
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
@@ -151,7 +154,7 @@ class Connection:
                       flexible_response_header=False)   # ApiVersions answers with header v0, always
         error, versions = wire.parse_api_versions(r)
         if error:
-            raise ControllerError(f"controller listener {self.address}: ApiVersions answered "
+            raise ControllerError(f"{self.listener}: ApiVersions answered "
                                   f"{wire.error_name(error)}")
         return versions
 
@@ -162,12 +165,12 @@ class Connection:
     # ------------------------------------------------------------------ SASL
     def _authenticate(self, s: ClientSecurity) -> None:
         if not s.username or s.password is None:
-            raise ControllerError(f"controller listener {self.address}: {s.protocol} needs a username and password "
+            raise ControllerError(f"{self.listener}: {s.protocol} needs a username and password "
                                   "(sasl.jaas.config)")
         error, mechanisms = wire.parse_sasl_handshake(
             self.call(wire.API_SASL_HANDSHAKE, 1, wire.sasl_handshake_request(s.mechanism or ""), flexible=False))
         if error:
-            raise ControllerError(f"controller listener {self.address} does not enable SASL mechanism "
+            raise ControllerError(f"{self.listener} does not enable SASL mechanism "
                                   f"{s.mechanism} (it offers {', '.join(mechanisms) or 'none'})")
         if s.mechanism == "PLAIN":
             self._sasl_step(f"\0{s.username}\0{s.password}".encode())
@@ -178,7 +181,7 @@ class Connection:
         error, message, reply = wire.parse_sasl_authenticate(
             self.call(wire.API_SASL_AUTHENTICATE, 2, wire.sasl_authenticate_request(auth)))
         if error:
-            raise ControllerError(f"controller listener {self.address}: authentication failed "
+            raise ControllerError(f"{self.listener}: authentication failed "
                                   f"({message or wire.error_name(error)}); check sasl.jaas.config")
         return reply
 
@@ -189,9 +192,9 @@ class Connection:
         try:
             final, expected = scram_client_final(mechanism, password, first_bare, nonce, server_first)
         except ValueError as e:
-            raise ControllerError(f"controller listener {self.address}: {e}") from None
+            raise ControllerError(f"{self.listener}: {e}") from None
         if self._sasl_step(final.encode()).decode() != expected:
-            raise ControllerError(f"controller listener {self.address}: the server's SCRAM signature is wrong")
+            raise ControllerError(f"{self.listener}: the server's SCRAM signature is wrong")
 
 
 def scram_client_first(user: str, nonce: str) -> str:

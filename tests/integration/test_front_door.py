@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -24,7 +23,6 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -32,6 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from stack.local import StackState
 from stack.owner import holder
 from stack.process import cmdline, pid_alive
+from tests.integration.user_runs import Run, addresses
 from tests.support import eventually, metrics
 
 pytestmark = pytest.mark.integration
@@ -45,60 +44,6 @@ def readme_main_command() -> list[str]:
     block = (ROOT / "README.md").read_text().split("## Two commands", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
     first = next(line for line in block.splitlines() if line.strip())
     return shlex.split(first.split("#", 1)[0])
-
-
-class Run:
-    """One run of the main command in a process group of its own, its output in a file."""
-
-    def __init__(self, argv: list[str], env: dict[str, str], out: Path):
-        self.out = out
-        with open(out, "wb") as sink:
-            self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
-
-    def said(self) -> str:
-        return self.out.read_text(errors="replace")
-
-    def line(self, pattern: str, timeout: float) -> re.Match[str]:
-        """The first match of ``pattern`` in what the run printed, once it has printed it."""
-        deadline = time.monotonic() + timeout
-        while not (found := re.search(pattern, self.said(), re.M)):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                state = "running" if self.proc.poll() is None else f"exited with {self.proc.returncode}"
-                raise AssertionError(f"{pattern!r} not in the output ({state}):\n{self.said()[-4000:]}")
-            time.sleep(0.5)
-        return found
-
-    def stop(self, sig: int, timeout: float = 120) -> None:
-        """``sig`` to the whole process group, as a terminal's Ctrl-C or a service manager does."""
-        os.killpg(self.proc.pid, sig)
-        self.proc.wait(timeout)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(90)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-
-
-@pytest.fixture
-def runs(tmp_path: Path) -> Iterator[list[Run]]:
-    started: list[Run] = []
-    yield started
-    for run in started:   # even on failure: every process the command started dies with it
-        run.kill()
-
-
-def addresses(run: Run) -> dict[str, str]:
-    """What a user reads off the screen: the exporter, the monitored bootstrap, Prometheus, history."""
-    exporter = run.line(r"kmon exporter\s+http://127\.0\.0\.1:(\d+)/metrics", 300)
-    return {"exporter": exporter.group(1),
-            "bootstrap": run.line(r"^    bootstrap\s+(\S+)", 5).group(1),
-            "prometheus": run.line(r"^  prometheus\s+(http://\S+)", 5).group(1),
-            "history": run.line(r"^  what happened\s+(.+)$", 5).group(1)}
 
 
 def counters(port: str) -> dict[tuple[str, frozenset], float]:

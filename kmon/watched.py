@@ -1,0 +1,27 @@
+"""A cluster kmon watches but did not start (`kmon run --bootstrap-servers`): what kmon found out about
+it, and so which collector follows its control plane and from where. Written by the discovery
+(cli/discovery.py), kept in the stack's state, read when the collectors are started."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KRAFT, ZOOKEEPER, MIGRATION = "kraft", "zookeeper", "migration"
+MODE_WORDS = {KRAFT: "KRaft mode", ZOOKEEPER: "ZooKeeper mode",
+              MIGRATION: "ZooKeeper mode, migrating to KRaft (zookeeper.metadata.migration.enable)"}
+
+
+@dataclass(frozen=True)
+class WatchedCluster:
+    mode: str                  # KRAFT, ZOOKEEPER, or MIGRATION (ZooKeeper brokers, a KRaft controller)
+    bootstrap_servers: str     # the brokers, as the user gave them
+    cluster_id: str = ""
+    controllers: str = ""      # KRAFT: the quorum's controller listeners, HOST:PORT,...
+    exact: bool = False        # KRAFT: kmon may follow the metadata log there; else the brokers are sampled
+    zookeeper: str = ""        # ZOOKEEPER, MIGRATION: zookeeper.connect, with its chroot
+    command_config: str = ""   # the Kafka client properties file, absolute ("" none)
+    zk_client_config: str = ""   # ZooKeeper's client properties file, absolute ("" none)
+
+    @property
+    def control_plane(self) -> str:
+        """The collector that follows its control plane: kraft or zk."""
+        return "kraft" if self.mode == KRAFT else "zk"

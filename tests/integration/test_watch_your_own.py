@@ -1,0 +1,111 @@
+"""The README's command that watches a cluster kmon did not start, run as a user runs it, on clusters
+set up as users set theirs up (plain processes, tests/integration/plain_clusters.py): a KRaft cluster
+with a dedicated controller on listeners named neither CONTROLLER nor PLAINTEXT, and a ZooKeeper-mode
+cluster under a chroot. kmon finds the mode and the control plane itself; the brokers and the
+controller reach /metrics, a topic made afterwards too, a broker SIGKILLed fires BrokerDown in the
+embedded Prometheus; Ctrl-C stops kmon and leaves the cluster running; a second run resumes."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import urllib.request
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kmon.toolchain import Toolchain
+from stack.local import StackState
+from stack.process import cmdline, pid_alive
+from tests.integration.plain_clusters import PlainCluster
+from tests.integration.user_runs import ROOT, Run, addresses
+from tests.support import eventually, metrics
+
+pytestmark = pytest.mark.integration
+TOPIC = "watched"
+CLUSTER = "127.0.0.1"   # the name kmon gives a watched cluster: its first bootstrap host
+
+
+def readme_watch_command(bootstrap: str) -> list[str]:
+    """The README's "Watch your own cluster" command, its HOST:PORT the cluster's."""
+    block = (ROOT / "README.md").read_text().split("## Watch your own cluster", 1)[1].split("```sh", 1)[1]
+    first = next(line for line in block.split("```", 1)[0].splitlines() if line.strip())
+    return [word.replace("HOST:PORT", bootstrap) for word in shlex.split(first.split("#", 1)[0])]
+
+
+def value(port: str, name: str, **labels: str) -> float | None:
+    return metrics(int(port)).get((name, frozenset({"cluster": CLUSTER, **labels}.items())))
+
+
+def firing(prometheus: str) -> set[str]:
+    with urllib.request.urlopen(f"{prometheus}/api/v1/alerts", timeout=5) as r:
+        alerts = json.load(r)["data"]["alerts"]
+    return {a["labels"]["alertname"] for a in alerts if a["state"] == "firing"}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, toolchain: Toolchain) -> PlainCluster:
+    plain = PlainCluster(tmp_path / "cluster", toolchain)
+    plain.dir.mkdir()
+    yield plain
+    plain.stop()
+
+
+def watch_it(cluster: PlainCluster, tmp_path: Path, runs: list[Run], found: list[str],
+             controllers: set[int]) -> None:
+    """The whole user story on one cluster; ``found``: lines kmon must say about what it found."""
+    directory = tmp_path / "kmon"
+    env = {**os.environ, "KMON_DIR": str(directory)}
+    argv = readme_watch_command(cluster.bootstrap.split(",")[0])
+
+    first = Run(argv, env, tmp_path / "run-1.log")
+    runs.append(first)
+    at = addresses(first)
+    for line in found:
+        first.line(line, 5)
+    eventually(lambda: value(at["exporter"], "kmon_brokers") == 2, 180, "the two brokers on /metrics")
+    eventually(lambda: value(at["exporter"], "kmon_controller_id") in controllers, 60, "the controller on /metrics")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 2, 2)])[TOPIC].result(30)
+    eventually(lambda: value(at["exporter"], "kmon_partitions", topic=TOPIC) == 2, 60, "the new topic on /metrics")
+
+    cluster.kill("broker-2")
+    eventually(lambda: "BrokerDown" in firing(at["prometheus"]), 120, "BrokerDown firing in kmon's Prometheus")
+    assert value(at["exporter"], "kmon_brokers") == 1
+
+    state = StackState.load(directory)
+    assert state and not any(name.startswith(("broker-", "controller-", "zookeeper")) for name in state.components)
+    mine = [(c.pid, c.marker, c.name) for c in state.components.values()]
+    first.stop(signal.SIGINT)   # Ctrl-C
+    assert "stopped everything kmon run started" in first.said(), first.said()[-3000:]
+    assert "Traceback" not in first.said()
+    assert not [name for pid, marker, name in mine if pid_alive(pid) and marker in cmdline(pid)], \
+        "kmon's parts still running after Ctrl-C"
+    assert cluster.alive() == sorted(set(cluster.procs) - {"broker-2"}), "kmon stopped a process of the cluster"
+
+    second = Run(argv, env, tmp_path / "run-2.log")
+    runs.append(second)
+    again = addresses(second)
+    second.line(r"resuming the stack in ", 5)
+    eventually(lambda: value(again["exporter"], "kmon_partitions", topic=TOPIC) == 2, 180,
+               "the topic on /metrics after the resume")
+    eventually(lambda: value(again["exporter"], "kmon_brokers") == 1, 60, "one broker up after the resume")
+    second.stop(signal.SIGINT)
+    assert "Traceback" not in second.said()
+
+
+def test_a_kraft_cluster_with_a_dedicated_controller_on_its_own_listener_names(
+        cluster: PlainCluster, tmp_path: Path, runs: list[Run]) -> None:
+    cluster.start_kraft(brokers=2, controller_id=3001)
+    ctl = f"127.0.0.1:{cluster.ports['controller']}"
+    watch_it(cluster, tmp_path, runs, [r"brokers 1, 2, KRaft mode", rf"controller quorum at {ctl} \(DescribeQuorum\)",
+                                       r"following the metadata log as an observer"], controllers={3001})
+
+
+def test_a_zookeeper_mode_cluster_under_a_chroot(cluster: PlainCluster, tmp_path: Path, runs: list[Run]) -> None:
+    cluster.start_zookeeper_mode(chroot="/prod/kafka", brokers=2)
+    zk = f"127.0.0.1:{cluster.ports['zookeeper']}/prod/kafka"
+    watch_it(cluster, tmp_path, runs, [r"brokers 1, 2, ZooKeeper mode", rf"following ZooKeeper at {zk} "
+                                       r"\(the brokers' zookeeper.connect\)"], controllers={1, 2})

@@ -1,0 +1,108 @@
+"""`kmon run --bootstrap-servers`' pure parts: how a broker's settings and DescribeQuorum's answer say the
+mode and the controllers (cli/discovery.py), the flags that go together (cli/watch.py), and
+the stack's record of the watched cluster (stack/local.py)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from cli.main import build_parser
+from cli.monitor import MonitorOptions, _watched
+from cli.watch import check_flags, default_name, stack_dir
+from cli.discovery import _mode, addresses, quorum_setting, voter_endpoints
+from stack.local import StackState
+from kmon.watched import KRAFT, MIGRATION, ZOOKEEPER, WatchedCluster
+
+
+@pytest.mark.parametrize("settings, mode", [
+    ({"process.roles": "broker", "zookeeper.connect": ""}, KRAFT),
+    ({"process.roles": "broker,controller"}, KRAFT),
+    ({"process.roles": "", "zookeeper.connect": "zk:2181/kafka"}, ZOOKEEPER),
+    ({"process.roles": "", "zookeeper.connect": "zk:2181", "zookeeper.metadata.migration.enable": "true"}, MIGRATION),
+    ({"process.roles": "", "zookeeper.metadata.migration.enable": "false"}, ZOOKEEPER),
+])
+def test_a_brokers_settings_say_its_mode(settings: dict[str, str], mode: str) -> None:
+    assert _mode(settings) == mode
+
+
+def test_each_voter_is_reached_on_the_controller_listener_the_brokers_name_else_its_first() -> None:
+    endpoints = {3002: {"CTL_SASL": ("c2", 9094), "CTL_MTLS": ("c2", 9095)},
+                 3001: {"CTL_MTLS": ("c1", 9095), "CTL_SASL": ("c1", 9094)},
+                 3003: {"OTHER": ("c3", 7000)}}
+    assert voter_endpoints(endpoints, ["CTL_SASL"]) == "c1:9094,c2:9094,c3:7000"
+    assert voter_endpoints(endpoints, ["CTL_MTLS", "CTL_SASL"]) == "c1:9095,c2:9095,c3:7000"
+    assert voter_endpoints({}, ["CONTROLLER"]) == ""
+
+
+def test_the_controllers_a_brokers_settings_name_bootstrap_servers_first_then_the_static_voters() -> None:
+    assert quorum_setting({"controller.quorum.bootstrap.servers": "a:1, b:2",
+                           "controller.quorum.voters": "1@x:9"}) == ("a:1,b:2", "controller.quorum.bootstrap.servers")
+    assert quorum_setting({"controller.quorum.bootstrap.servers": "",
+                           "controller.quorum.voters": "1@c1:9093,2@[::1]:9093"}) == \
+        ("c1:9093,[::1]:9093", "controller.quorum.voters")
+    assert quorum_setting({}) == ("", "")
+    assert addresses("c1:9093, [::1]:9093") == [("c1", 9093), ("[::1]", 9093)]
+
+
+@pytest.mark.parametrize("bootstrap, name", [("kafka-1.prod.example.com:9092,kafka-2:9092", "kafka-1.prod.example.com"),
+                                             ("127.0.0.1:9092", "127.0.0.1"), ("[::1]:9092", "1"),
+                                             ("_x:1", "x")])
+def test_a_watched_cluster_is_named_after_its_first_bootstrap_host(bootstrap: str, name: str) -> None:
+    assert default_name(bootstrap) == name
+
+
+def _run_args(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["run", *argv])
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--bootstrap-servers", "k:9092", "--kraft"], "--kraft"),
+    (["--bootstrap-servers", "k:9092", "--chroot", "/x", "--secure"], "--secure, --chroot"),
+    (["--controllers", "c:9093"], "--controllers need(s) --bootstrap-servers"),
+    (["--zookeeper", "z:2181/kafka"], "--zookeeper need(s) --bootstrap-servers"),
+])
+def test_flags_that_do_not_go_with_a_watched_cluster_are_one_line_naming_them(argv: list[str], said: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=None) as e:
+        check_flags(_run_args(*argv))
+    assert said in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_watched_cluster_gets_a_directory_of_its_own_unless_dir_says() -> None:
+    check_flags(_run_args("--bootstrap-servers", "k:9092", "--fast"))
+    args = _run_args("--bootstrap-servers", "k:9092")
+    args.cluster = "prod"
+    assert stack_dir(args, ".kmon/stack") == Path(".kmon/clusters/prod")
+    assert stack_dir(_run_args(), ".kmon/stack") == Path(".kmon/stack")
+    assert stack_dir(_run_args("--bootstrap-servers", "k:9092", "--dir", "/d"), ".kmon/stack") == Path("/d")
+
+
+def _watched_state(tmp_path: Path, watched: WatchedCluster) -> StackState:
+    return StackState(dir=tmp_path, chroot="", brokers=0, fast=True, stream_port=1, collector_ports={},
+                      kraft=watched.mode == KRAFT, watched=watched)
+
+
+def test_the_watched_cluster_round_trips_in_the_state_file_and_names_the_flag_a_resume_needs(tmp_path: Path) -> None:
+    watched = WatchedCluster(mode=KRAFT, bootstrap_servers="k:9092", cluster_id="abc", controllers="c:9093",
+                             exact=True, command_config="/etc/kmon/client.properties")
+    _watched_state(tmp_path, watched).save()
+    loaded = StackState.load(tmp_path)
+    assert loaded is not None and loaded.watched == watched
+    assert loaded.flags == "--bootstrap-servers k:9092"
+    assert (loaded.bootstrap_servers, loaded.controllers) == ("k:9092", "c:9093")
+
+
+@pytest.mark.parametrize("watched, source, argv", [
+    (WatchedCluster(KRAFT, "k:9092", controllers="c:9093", exact=True, command_config="/c.properties"), "kraft",
+     ["--controllers", "c:9093", "--command-config", "/c.properties"]),
+    (WatchedCluster(KRAFT, "k:9092", controllers="c:9093", exact=False), "kraft",
+     ["--sampled", "--bootstrap-servers", "k:9092"]),
+    (WatchedCluster(ZOOKEEPER, "k:9092", zookeeper="z:2181/kafka", zk_client_config="/zk.properties"), "zk",
+     ["--zookeeper", "z:2181/kafka", "--zk-client-config", "/zk.properties"]),
+    (WatchedCluster(MIGRATION, "k:9092", zookeeper="z:2181", command_config="/c.properties"), "groups",
+     ["--bootstrap-servers", "k:9092", "--poll-interval", "5.0", "--command-config", "/c.properties"]),
+])
+def test_each_collector_watches_the_cluster_as_discovery_found_it(tmp_path: Path, watched: WatchedCluster,
+                                                                  source: str, argv: list[str]) -> None:
+    assert _watched(_watched_state(tmp_path, watched), MonitorOptions(), source) == argv
