@@ -51,6 +51,7 @@ from kmon.reachability import kafka_probe
 from kmon.toolchain import Toolchain
 from kmon.watched import KRAFT, WatchedCluster
 from stack import configs
+from stack.class_archive import archive_options
 from stack.owner import Busy, OwnerLock
 from stack.process import PortPicker, cmdline, pid_alive, reap, spawn, stop, stop_all, wait_until
 from stack.secure import KMON_PRINCIPALS, MTLS_LISTENER, SecureFiles
@@ -557,9 +558,19 @@ class LocalStack:
         assert self.state
         if c.pid:
             reap(c.pid)   # the part's last process, if ours and dead: how it ended was read by now
-        c.pid = spawn(c.argv, Path(c.log), cwd=self.dir, die_with_parent=self.die_with_parent).pid
+        c.pid = spawn(self._with_class_archive(c.argv), Path(c.log), cwd=self.dir,
+                      die_with_parent=self.die_with_parent).pid
         self.state.save()
         log.info("started %s (pid %d) on 127.0.0.1:%d, log %s", c.name, c.pid, c.port, c.log)
+
+    def _with_class_archive(self, argv: list[str]) -> list[str]:
+        """A Kafka or ZooKeeper JVM's command line with the class-data sharing options of its kind, chosen
+        at each start (class_archive.py); any other command as it is."""
+        if argv[:1] != [self.tools.java] or "-cp" not in argv:
+            return argv
+        at = argv.index("-cp")
+        options = archive_options(self.tools.cache / "cds", argv[0], argv[at + 1], argv[at + 2])
+        return [argv[0], *options, *argv[1:]]
 
     def _start_zookeeper(self, port: int, profile: configs.Profile) -> None:
         cfg = self.dir / "zookeeper.properties"

@@ -13,7 +13,6 @@ from cli.monitor import MonitorOptions, start_monitor
 from kmon.toolchain import Toolchain, find_toolchain
 from stack.local import LocalStack, StackRequest
 from stack.process import PORT_SLICE_ENV
-from tests.integration.user_runs import Run
 
 
 @pytest.fixture(scope="session")
@@ -129,11 +128,3 @@ def stack(session_stack: LocalStack) -> Iterator[LocalStack]:
     """The session stack, with every process running again after the test (even on failure)."""
     yield session_stack
     session_stack.restart_stopped()
-
-
-@pytest.fixture
-def runs(tmp_path: Path) -> Iterator[list[Run]]:
-    started: list[Run] = []
-    yield started
-    for run in started:   # even on failure: every process the command started dies with it
-        run.kill()
