@@ -109,7 +109,7 @@ def test_kubernetes_containers_use_existing_variables_and_agreeing_ports() -> No
     config_maps = {d["metadata"]["name"]: d["data"] for d in docs if d["kind"] == "ConfigMap"}
     services = {d["spec"]["selector"]["app"]: d for d in docs if d["kind"] == "Service"}
     workloads = [d for d in docs if d["kind"] in ("Deployment", "StatefulSet")]
-    assert len(workloads) == 3
+    assert len(workloads) == 4
     for w in workloads:
         pod = w["spec"]["template"]
         (container,) = pod["spec"]["containers"]
@@ -136,7 +136,7 @@ def test_kubernetes_containers_use_existing_variables_and_agreeing_ports() -> No
 def test_compose_services_use_existing_variables_and_publish_their_metrics_port() -> None:
     compose = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())
     kmon_services = {n: s for n, s in compose["services"].items() if s.get("image") == "kmon:latest"}
-    assert set(kmon_services) == {"collect-zk", "collect-groups", "stream"}
+    assert set(kmon_services) == {"collect-zk", "collect-kraft", "collect-groups", "stream"}
     for name, service in kmon_services.items():
         parser = command(service["command"])
         env = service["environment"]
