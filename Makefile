@@ -6,10 +6,14 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 RUN_ARGS ?=     # e.g. `make run RUN_ARGS=--fresh`
 
-.PHONY: install run watch test test-quick bench clean
+.PHONY: install install-test run watch test test-quick bench clean
 
 install:
 	bash deploy/install.sh
+
+# what the tests need besides: Helm, for the chart's (built once, ~4 min)
+install-test:
+	bash deploy/install.sh --with-helm
 
 # The embedded default: a local real cluster, the monitor on it, metrics and Prometheus up.
 run: install
@@ -21,7 +25,7 @@ watch: install
 	@test -n "$(BOOTSTRAP_SERVERS)" || { echo "make watch needs BOOTSTRAP_SERVERS=HOST:PORT[,...], your cluster's brokers" >&2; exit 2; }
 	$(VENV)/bin/kmon run --bootstrap-servers $(BOOTSTRAP_SERVERS) $(RUN_ARGS)
 
-test: install
+test: install-test
 	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # the development loop: the unit tests and the short fuzz run, nothing started

@@ -5,6 +5,7 @@
 #   - the Kafka broker + ZooKeeper jars (3.9.2), a Kafka 4.x node's jars (the stack's KRaft mode)
 #     and Spark's Kafka source jars, from Maven Central, into the cache ($KMON_CACHE, default
 #     ~/.cache/kmon), never into git.
+#   - with --with-helm (the tests'): Helm, built from the Go module proxy into the cache (~4 min, once)
 # A second run only checks stamps and returns in about a second.
 set -euo pipefail
 
@@ -64,4 +65,15 @@ fetch_jars() {  # pom-dir target-dir
 fetch_jars "$repo/deploy/maven/kafka" "$cache/jars/kafka"
 fetch_jars "$repo/deploy/maven/kafka4" "$cache/jars/kafka4"
 fetch_jars "$repo/deploy/maven/spark-kafka" "$cache/jars/spark-kafka"
+# ---- Helm, for the chart's tests (deploy/helm): built from the Go module proxy, a pinned version
+HELM_VERSION=v3.22.0
+if [ "${1:-}" = "--with-helm" ]; then
+  helm_bin="$cache/go/bin/helm"
+  if [ "$("$helm_bin" version --template '{{.Version}}' 2>/dev/null)" != "$HELM_VERSION" ]; then
+    command -v go >/dev/null || { say "Go is needed to build Helm $HELM_VERSION (https://go.dev/dl/)"; exit 1; }
+    say "building Helm $HELM_VERSION from the Go module proxy into $helm_bin (about 4 minutes, once)"
+    GOBIN="$cache/go/bin" GOPATH="$cache/go" GOMODCACHE="$cache/go/mod" GOFLAGS=-modcacherw \
+      go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+  fi
+fi
 say "ready: venv $venv, jars in $cache/jars"

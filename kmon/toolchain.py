@@ -34,6 +34,12 @@ class Toolchain:
         return _which("prometheus-alertmanager", "KMON_ALERTMANAGER")
 
     @property
+    def helm(self) -> str:
+        """Helm, as `deploy/install.sh --with-helm` builds it (the chart's tests), else on PATH."""
+        built = self.cache / "go" / "bin" / "helm"
+        return str(built) if built.is_file() else _which("helm", "KMON_HELM")
+
+    @property
     def kafka_libs(self) -> Path:
         return self.cache / "jars" / "kafka"
 

@@ -10,13 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
+                                   ResourceType)
 
 from kmon.signals import die_with_parent
 from kmon.toolchain import Toolchain
 from stack.local import kraft_cluster_id
 from stack.process import PortPicker
 
+PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 FAST = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.replication.factor": "2",
         "transaction.state.log.replication.factor": "2", "transaction.state.log.min.isr": "1",
         "replica.lag.time.max.ms": "5000", "num.partitions": "1"}
@@ -58,8 +60,8 @@ class PlainCluster:
         for p in self.procs.values():
             p.wait(30)
 
-    def wait_serving(self, brokers: set[int], timeout: float = 120) -> None:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+    def wait_serving(self, brokers: set[int], client: dict[str, str] | None = None, timeout: float = 120) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0, **(client or {})})
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -74,14 +76,18 @@ class PlainCluster:
             time.sleep(0.5)
 
     # ------------------------------------------------------------------ KRaft, dedicated controllers
-    def start_kraft(self, brokers: int = 2, controller_id: int = 3001) -> None:
+    def start_kraft(self, brokers: int = 2, controller_id: int = 3001, secured: bool = False) -> None:
         """One dedicated controller on listener CTL and ``brokers`` broker-only nodes on listener CLIENTS:
-        names neither CONTROLLER nor PLAINTEXT, as a user's may be."""
+        names neither CONTROLLER nor PLAINTEXT, as a user's may be. ``secured``: both listeners SASL
+        (PLAIN), ACLs on, and user kmon granted DESCRIBE on the cluster only (not CLUSTER_ACTION, not
+        DESCRIBE_CONFIGS); ``client_config`` is then its client properties file."""
         ctl = self.ports["controller"] = self.picker.pick()
         for i in range(1, brokers + 1):
             self.ports[f"broker-{i}"] = self.picker.pick()
+        protocol = "SASL_PLAINTEXT" if secured else "PLAINTEXT"
         common = {"controller.quorum.voters": f"{controller_id}@127.0.0.1:{ctl}", "controller.listener.names": "CTL",
-                  "listener.security.protocol.map": "CTL:PLAINTEXT,CLIENTS:PLAINTEXT"}
+                  "listener.security.protocol.map": f"CTL:{protocol},CLIENTS:{protocol}",
+                  **(self._sasl() if secured else {})}
         nodes = {"controller": {**common, "process.roles": "controller", "node.id": str(controller_id),
                                 "listeners": f"CTL://127.0.0.1:{ctl}", "broker.session.timeout.ms": "6000",
                                 "log.dirs": str(self.dir / "controller-data")}}
@@ -100,7 +106,39 @@ class PlainCluster:
                            check=True, capture_output=True, timeout=120)
         for name in nodes:
             self._start(name, [*java, "kafka.Kafka", str(self.dir / f"{name}.properties")])
-        self.wait_serving(set(range(1, brokers + 1)))
+        self.wait_serving(set(range(1, brokers + 1)), self.admin_client if secured else {})
+        if secured:
+            self._grant_kmon_describe()
+
+    # ------------------------------------------------------------------ SASL PLAIN and ACLs
+    admin_client = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+                    "sasl.password": "admin-secret"}
+
+    @property
+    def client_config(self) -> Path:
+        """kmon's client properties, as the Kafka tools take them."""
+        path = self.dir / "kmon-client.properties"
+        path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                        f"sasl.jaas.config={PLAIN} required username=\"kmon\" password=\"kmon-secret\";\n")
+        return path
+
+    @staticmethod
+    def _sasl() -> dict[str, str]:
+        jaas = (f'{PLAIN} required username="admin" password="admin-secret" user_admin="admin-secret" '
+                'user_kmon="kmon-secret";')
+        return {"sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.controller.protocol": "PLAIN",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN", "listener.name.ctl.plain.sasl.jaas.config": jaas,
+                "listener.name.clients.plain.sasl.jaas.config": jaas,
+                "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                "super.users": "User:admin", "allow.everyone.if.no.acl.found": "true"}
+
+    def _grant_kmon_describe(self) -> None:
+        """DESCRIBE on the cluster for kmon: the cluster resource then has an ACL, and every other
+        operation on it (CLUSTER_ACTION, DESCRIBE_CONFIGS) is denied to kmon."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0, **self.admin_client})
+        binding = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:kmon", "*",
+                             AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+        admin.create_acls([binding], request_timeout=30)[binding].result()
 
     # ------------------------------------------------------------------ ZooKeeper mode, under a chroot
     def start_zookeeper_mode(self, chroot: str, brokers: int = 2) -> None:

@@ -53,11 +53,12 @@ def cluster(tmp_path: Path, toolchain: Toolchain) -> PlainCluster:
     plain.stop()
 
 
-def watch_it(cluster: PlainCluster, tmp_path: Path, runs: list[Run], found: list[str],
-             controllers: set[int]) -> None:
-    """The whole user story on one cluster; ``found``: lines kmon must say about what it found."""
+def watch_it(cluster: PlainCluster, tmp_path: Path, runs: list[Run], found: list[str], controllers: set[int],
+             env: dict[str, str] | None = None, admin: dict[str, str] | None = None) -> None:
+    """The whole user story on one cluster; ``found``: lines kmon must say about what it found; ``env``:
+    the user's settings beside the command, ``admin`` the client settings the test makes a topic with."""
     directory = tmp_path / "kmon"
-    env = {**os.environ, "KMON_DIR": str(directory)}
+    env = {**os.environ, "KMON_DIR": str(directory), **(env or {})}
     argv = readme_watch_command(cluster.bootstrap.split(",")[0])
 
     first = Run(argv, env, tmp_path / "run-1.log")
@@ -67,8 +68,8 @@ def watch_it(cluster: PlainCluster, tmp_path: Path, runs: list[Run], found: list
         first.line(line, 5)
     eventually(lambda: value(at["exporter"], "kmon_brokers") == 2, 180, "the two brokers on /metrics")
     eventually(lambda: value(at["exporter"], "kmon_controller_id") in controllers, 60, "the controller on /metrics")
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 2, 2)])[TOPIC].result(30)
+    client = AdminClient({"bootstrap.servers": cluster.bootstrap, **(admin or {})})
+    client.create_topics([NewTopic(TOPIC, 2, 2)])[TOPIC].result(30)
     eventually(lambda: value(at["exporter"], "kmon_partitions", topic=TOPIC) == 2, 60, "the new topic on /metrics")
 
     cluster.kill("broker-2")
@@ -109,3 +110,15 @@ def test_a_zookeeper_mode_cluster_under_a_chroot(cluster: PlainCluster, tmp_path
     zk = f"127.0.0.1:{cluster.ports['zookeeper']}/prod/kafka"
     watch_it(cluster, tmp_path, runs, [r"brokers 1, 2, ZooKeeper mode", rf"following ZooKeeper at {zk} "
                                        r"\(the brokers' zookeeper.connect\)"], controllers={1, 2})
+
+
+def test_a_secured_kraft_cluster_that_does_not_grant_kmon_the_metadata_log(
+        cluster: PlainCluster, tmp_path: Path, runs: list[Run]) -> None:
+    """SASL on both listeners, ACLs on, kmon granted DESCRIBE on the cluster and nothing more there: its
+    mode told by its APIs (no DescribeConfigs), the brokers sampled, one line naming the grant."""
+    cluster.start_kraft(brokers=2, controller_id=3001, secured=True)
+    watch_it(cluster, tmp_path, runs, [r"brokers 1, 2, KRaft mode \(by its APIs: DescribeConfigs of broker \d+ answered",
+                                       r"sampling the brokers' metadata instead of following the metadata log",
+                                       r"WARNING .*CLUSTER_AUTHORIZATION_FAILED.*granting kmon's principal "
+                                       r"CLUSTER_ACTION on the cluster makes it exact"], controllers={3001},
+             env={"KMON_COMMAND_CONFIG": str(cluster.client_config)}, admin=cluster.admin_client)
