@@ -566,7 +566,7 @@ class LocalStack:
     def _with_class_archive(self, argv: list[str]) -> list[str]:
         """A Kafka or ZooKeeper JVM's command line with the class-data sharing options of its kind, chosen
         at each start (class_archive.py); any other command as it is."""
-        if argv[:1] != [self.tools.java] or "-cp" not in argv:
+        if "-cp" not in argv or Path(argv[0]).name != "java":
             return argv
         at = argv.index("-cp")
         options = archive_options(self.tools.cache / "cds", argv[0], argv[at + 1], argv[at + 2])
