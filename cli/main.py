@@ -9,10 +9,13 @@ import shutil
 import signal
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from cli.collect import cluster_name
 from cli.monitor import MonitorOptions, checkpoint_dir, start_monitor
+from dashboards.cli import add_grafana_flags, grafana_request
+from dashboards.push import PushError, PushRequest, push, without_userinfo
 from cli.watch import add_watch_flags, check_flags, default_name, find_cluster, stack_dir
 from kmon import flags, logs
 from kmon.signals import stop_on_signals
@@ -77,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                help="the cluster's name in events and metrics (default: local; with --bootstrap-servers, the "
                     "first bootstrap host)")
     add_watch_flags(run)
+    add_grafana_flags(run, "push kmon's dashboards and a datasource of its Prometheus to this Grafana once "
+                           "the monitor runs (as `kmon dashboards push`; the Grafana server must reach "
+                           "127.0.0.1, where kmon's Prometheus listens)")
     flags.flag(run, "--trigger-interval", default=None, type=float,
                 help="seconds between Spark micro-batches (default: kmon stream's)")
     run.set_defaults(handler=functools.partial(cmd_run, run))
@@ -336,6 +342,7 @@ def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         check_flags(args)
     except argparse.ArgumentTypeError as e:
         parser.error(str(e))
+    grafana = grafana_request(args, None, RUN) if args.grafana_url else None   # bad credentials end it here
     args.cluster = args.cluster or (default_name(args.bootstrap_servers) if args.bootstrap_servers else "local")
     args.dir = stack_dir(args, DEFAULT_STACK_DIR)
     # everything `run` starts lives only as long as `run` does, even if it is SIGKILLed
@@ -352,6 +359,8 @@ def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         start_monitor(stack, MonitorOptions(cluster=args.cluster, trigger_seconds=args.trigger_interval))
         assert stack.state
         print(describe(stack.state), flush=True)
+        if grafana:
+            _push_dashboards(replace(grafana, prometheus_url=stack.state.url("prometheus")))
         stopped = threading.Event()
         stop_on_signals(stopped)
         log.info("running; SIGTERM or Ctrl-C stops what kmon started" +
@@ -363,6 +372,15 @@ def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         stack.down()
     log.info("stopped everything kmon run started; run it again to resume (--fresh starts over)")
     return 0
+
+
+def _push_dashboards(request: PushRequest) -> None:
+    """The dashboards into the user's Grafana; a Grafana that refuses leaves kmon running, and says so."""
+    try:
+        push(request, report=lambda line: log.info("grafana: %s", line))
+    except PushError as e:
+        log.warning("could not push the dashboards to Grafana: %s; kmon runs on, and `kmon dashboards push "
+                    "--grafana-url %s` pushes them later", e, without_userinfo(request.grafana_url))
 
 
 if __name__ == "__main__":

@@ -20,15 +20,19 @@ def add_dashboards_parser(sub: argparse._SubParsersAction) -> None:
                     f"--prometheus-url, create or update the Prometheus datasource {DATASOURCE_UID!r} the "
                     "dashboards select by default. Credentials: a service-account token or user:password, "
                     "best given through the environment so they stay out of the process list.")
-    flags.flag(push_p, "--grafana-url", type=http_url,
-                help="Grafana's base URL, e.g. http://grafana:3000 (required)")
-    flags.flag(push_p, "--grafana-token", help="Grafana service-account token or API key")
-    flags.flag(push_p, "--grafana-basic-auth", type=user_password, help="user:password for basic auth")
-    flags.flag(push_p, "--grafana-folder", default="kmon", help="Grafana folder for the dashboards")
+    add_grafana_flags(push_p, "Grafana's base URL, e.g. http://grafana:3000 (required)")
     flags.flag(push_p, "--prometheus-url", type=http_url,
                 help="Prometheus that scrapes kmon, as Grafana's server reaches it; "
                      "omit to leave Grafana's datasources as they are")
     push_p.set_defaults(handler=cmd_push)
+
+
+def add_grafana_flags(p: argparse.ArgumentParser, url_help: str) -> None:
+    """Where the dashboards go and how kmon logs in there (`kmon dashboards push`, `kmon run`)."""
+    flags.flag(p, "--grafana-url", type=http_url, help=url_help)
+    flags.flag(p, "--grafana-token", help="Grafana service-account token or API key")
+    flags.flag(p, "--grafana-basic-auth", type=user_password, help="user:password for basic auth")
+    flags.flag(p, "--grafana-folder", default="kmon", help="Grafana folder for the dashboards")
 
 
 def http_url(text: str) -> str:
@@ -47,12 +51,17 @@ def user_password(text: str) -> tuple[str, str]:
 def push_request(args: argparse.Namespace) -> PushRequest:
     if not args.grafana_url:
         raise SystemExit("kmon dashboards push: --grafana-url (or KMON_GRAFANA_URL) is required")
+    return grafana_request(args, args.prometheus_url, "kmon dashboards push")
+
+
+def grafana_request(args: argparse.Namespace, prometheus_url: str | None, command: str) -> PushRequest:
+    """The push the Grafana flags ask for; both credentials at once end ``command`` with one line."""
     if args.grafana_token and args.grafana_basic_auth:
-        raise SystemExit("kmon dashboards push: give either a token (--grafana-token, KMON_GRAFANA_TOKEN) "
+        raise SystemExit(f"{command}: give either a token (--grafana-token, KMON_GRAFANA_TOKEN) "
                          "or basic auth (--grafana-basic-auth, KMON_GRAFANA_BASIC_AUTH), not both")
     credential: Credential = args.grafana_token or args.grafana_basic_auth
     return PushRequest(grafana_url=args.grafana_url, credential=credential, folder=args.grafana_folder,
-                       prometheus_url=args.prometheus_url, dashboards=catalog.load_all())
+                       prometheus_url=prometheus_url, dashboards=catalog.load_all())
 
 
 def cmd_push(args: argparse.Namespace) -> int:

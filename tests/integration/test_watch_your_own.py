@@ -10,18 +10,23 @@ import json
 import os
 import shlex
 import signal
+import threading
 import urllib.request
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from dashboards import catalog
+from dashboards.push import DATASOURCE_UID
 from kmon.toolchain import Toolchain
 from stack.local import StackState
 from stack.process import cmdline, pid_alive
 from tests.integration.plain_clusters import PlainCluster
 from tests.integration.user_runs import ROOT, Run, addresses
 from tests.support import eventually, metrics
+from tests.unit.test_dashboards import FakeGrafana
 
 pytestmark = pytest.mark.integration
 TOPIC = "watched"
@@ -105,11 +110,27 @@ def test_a_kraft_cluster_with_a_dedicated_controller_on_its_own_listener_names(
                                        r"following the metadata log as an observer"], controllers={3001})
 
 
-def test_a_zookeeper_mode_cluster_under_a_chroot(cluster: PlainCluster, tmp_path: Path, runs: list[Run]) -> None:
+def test_a_zookeeper_mode_cluster_under_a_chroot_its_dashboards_pushed_to_grafana(
+        cluster: PlainCluster, tmp_path: Path, runs: list[Run]) -> None:
+    """Here with --grafana-url (as KMON_GRAFANA_URL): the dashboards and a datasource of kmon's Prometheus
+    reach a stand-in of Grafana's HTTP API (no Grafana server can be had here)."""
     cluster.start_zookeeper_mode(chroot="/prod/kafka", brokers=2)
     zk = f"127.0.0.1:{cluster.ports['zookeeper']}/prod/kafka"
-    watch_it(cluster, tmp_path, runs, [r"brokers 1, 2, ZooKeeper mode", rf"following ZooKeeper at {zk} "
-                                       r"\(the brokers' zookeeper.connect\)"], controllers={1, 2})
+    handler = type("Handler", (FakeGrafana,), {"requests": [], "objects": {}})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        watch_it(cluster, tmp_path, runs, [r"brokers 1, 2, ZooKeeper mode", rf"following ZooKeeper at {zk} "
+                                           r"\(the brokers' zookeeper.connect\)", r"grafana: .*kmon-cluster-health"],
+                 controllers={1, 2}, env={"KMON_GRAFANA_URL": f"http://127.0.0.1:{server.server_address[1]}",
+                                          "KMON_GRAFANA_TOKEN": handler.token})
+    finally:
+        server.shutdown()
+        server.server_close()
+    uploaded = {body["dashboard"]["uid"] for _, path, body in handler.requests if path == "/api/dashboards/db"}
+    assert uploaded == {d["uid"] for d in catalog.load_all()}
+    datasource = handler.objects[f"/api/datasources/uid/{DATASOURCE_UID}"]
+    assert datasource["url"].startswith("http://127.0.0.1:")
 
 
 def test_a_secured_kraft_cluster_that_does_not_grant_kmon_the_metadata_log(
