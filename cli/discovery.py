@@ -65,7 +65,7 @@ def discover(given: Given) -> Found:
                          "error_cb": said_by_client.append})
     cluster_id, brokers = _describe_cluster(admin, given, said_by_client)
     settings, why_no_settings = _settings(admin, brokers[0], given.timeout_s)
-    mode = _mode(settings) if settings else _mode_by_api(given, brokers)
+    mode = _mode(settings) if settings else _mode_by_api(given)
     said = [f"cluster {cluster_id}: brokers {', '.join(map(str, brokers))}, "
             f"{MODE_WORDS[mode]}" + ("" if settings else f" (by its APIs: {why_no_settings})")]
     base = WatchedCluster(mode=mode, bootstrap_servers=given.bootstrap_servers, cluster_id=cluster_id,
@@ -80,8 +80,9 @@ def discover(given: Given) -> Found:
                                                         " (the brokers' zookeeper.connect)"))
     warnings = []
     if unreachable := zookeeper_unreachable(zookeeper, given.timeout_s):
-        warnings.append(f"ZooKeeper {zookeeper} cannot be reached from here ({unreachable}): the ZooKeeper collector "
-                    "keeps trying and says when it gets through; --zookeeper gives an address that can be reached")
+        warnings.append(f"ZooKeeper {zookeeper} cannot be reached from here ({unreachable}): the ZooKeeper "
+                        "collector keeps trying and says when it gets through; --zookeeper gives an address that "
+                        "can be reached")
     if mode == MIGRATION:
         said.append("a migration to KRaft is under way: its KRaft controller writes ZooKeeper too until it ends; "
                     "run kmon again with the KRaft cluster once the brokers leave ZooKeeper")
@@ -138,7 +139,7 @@ def _mode(settings: Mapping[str, str]) -> str:
     return ZOOKEEPER
 
 
-def _mode_by_api(given: Given, brokers: list[int]) -> str:
+def _mode_by_api(given: Given) -> str:
     """Where the settings are not readable: only a KRaft broker serves DescribeQuorum."""
     try:
         conn = _broker(given)
