@@ -20,8 +20,3 @@ class WatchedCluster:
     zookeeper: str = ""        # ZOOKEEPER, MIGRATION: zookeeper.connect, with its chroot
     command_config: str = ""   # the Kafka client properties file, absolute ("" none)
     zk_client_config: str = ""   # ZooKeeper's client properties file, absolute ("" none)
-
-    @property
-    def control_plane(self) -> str:
-        """The collector that follows its control plane: kraft or zk."""
-        return "kraft" if self.mode == KRAFT else "zk"

@@ -347,23 +347,19 @@ class LocalStack:
             self.state.secure_files.write()
         started = time.monotonic()
         try:
-            if req.watched:
-                pass   # the user's cluster runs on its own
-            elif req.kraft:
+            if req.kraft:
                 self._write_kraft_nodes(req, again, pick)
-            else:
+            elif not req.watched:   # a watched cluster runs on its own
                 self._write_zookeeper_cluster(req, again, profile, pick, resumed=previous is not None)
             if req.events_cluster:
                 self._write_events_node(profile, pick(again.port_of(EVENTS)), pick())
             for c in self._servers():  # all at once: the JVMs start in parallel
                 self._spawn(c)
-            if req.watched:
-                pass
-            elif req.kraft:
+            if req.kraft:
                 self._wait_kraft_cluster()
                 if self.state.secure_files:
                     self._grant_kmon(self.state.secure_files)
-            else:
+            elif not req.watched:
                 for i in range(req.brokers):
                     self._wait_broker(i + 1)
             if req.events_cluster:
