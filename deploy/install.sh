@@ -69,11 +69,13 @@ fetch_jars "$repo/deploy/maven/spark-kafka" "$cache/jars/spark-kafka"
 HELM_VERSION=v3.22.0
 if [ "${1:-}" = "--with-helm" ]; then
   helm_bin="$cache/go/bin/helm"
-  if [ "$("$helm_bin" version --template '{{.Version}}' 2>/dev/null)" != "$HELM_VERSION" ]; then
+  # a stamp, not `helm version`: built by `go install`, Helm reports "v3.22", never the tag
+  if [ ! -x "$helm_bin" ] || [ "$(cat "$helm_bin.version" 2>/dev/null)" != "$HELM_VERSION" ]; then
     command -v go >/dev/null || { say "Go is needed to build Helm $HELM_VERSION (https://go.dev/dl/)"; exit 1; }
     say "building Helm $HELM_VERSION from the Go module proxy into $helm_bin (about 4 minutes, once)"
     GOBIN="$cache/go/bin" GOPATH="$cache/go" GOMODCACHE="$cache/go/mod" GOFLAGS=-modcacherw \
       go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+    echo "$HELM_VERSION" > "$helm_bin.version"
   fi
 fi
 say "ready: venv $venv, jars in $cache/jars"
