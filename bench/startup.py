@@ -69,6 +69,7 @@ def run(option_sets: list[str], kraft: bool, settle_s: float, idle_s: float, dea
                      f"start+{settle_s:g}s_cpu_s": sum(settled.values()),
                      **{f"{p}_cpu_s": settled[p] for p in sorted(settled)},
                      "idle_cpu_cores": sum(idle.values()) / idle_s,
+                     **{f"idle_{p}_cores": idle[p] / idle_s for p in sorted(idle)},
                      **({f"death+{death_s:g}s_cpu_s": sum(death.values()),
                          **{f"death_{p}_cpu_s": death[p] for p in ("collectors", "Kafka", "ZooKeeper")}}
                         if death is not None else {})})
