@@ -32,6 +32,7 @@ from streaming.fold.arrow import from_ipc
 from streaming.fold.records import RecordJson
 from kmon.gc_tuning import FrozenAfterUse, collect_less_often
 from streaming.history_log import HistoryLog, writer_id
+from streaming.checkpoint_lock import CheckpointLock
 from streaming.paths import default_checkpoint, history_dir
 from streaming.published import LatestPublished
 from streaming.record_log import RecordLog
@@ -86,9 +87,11 @@ class StreamApp:
         self._views: ViewThread | None = None
         self._finished = 0   # batches through the sink
         self._batch_clock = BatchClock()
+        self._lock = CheckpointLock(cfg.checkpoint)
 
     def start(self) -> None:
         cfg = self.cfg
+        self._lock.acquire()
         collect_less_often()
         history = HistoryLog(history_dir(cfg.checkpoint, cfg.history_dir), writer_id(cfg.checkpoint),
                              cfg.history_retention_days)
@@ -101,6 +104,7 @@ class StreamApp:
         started = time.monotonic()
         log.info("starting Spark (%s)...", cfg.master or "master from spark-submit")
         self._spark = _session(cfg)
+        self._lock.hold_in_jvm(self._spark.sparkContext._jvm)
         self._query = _query(self._spark, cfg, self.on_batch)
         log.info("streaming %s from %s (checkpoint %s) after %.1fs",
                  cfg.events_topic, cfg.bootstrap_servers, cfg.checkpoint, time.monotonic() - started)
@@ -137,8 +141,10 @@ class StreamApp:
             if self._spark is not None:
                 # the state stores' maintenance thread outlives the context and logs a stack trace
                 # for each of its runs after it ("SparkEnv not active")
-                self._spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+                jvm = self._spark.sparkContext._jvm
+                jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
                 self._spark.stop()
+                self._lock.release_in_jvm(jvm)
         except (Py4JError, ConnectionError) as e:
             log.info("Spark's JVM had already stopped (%s): the checkpoint holds every completed batch",
                      type(e).__name__)
@@ -146,6 +152,7 @@ class StreamApp:
             self._views.stop()
         if self._server is not None:
             http.stop(self._server)
+        self._lock.release()
         log.info("stream stopped")
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ from kmon.events import BrokerState, ControllerState, Event, PartitionState, Top
 from stack.local import LocalStack
 from stack.process import free_port
 from streaming.app import StreamApp, StreamConfig
+from streaming.checkpoint_lock import JVM_LOCK_FILE
 from tests import support
 from tests.support import Events, eventually, metrics
 
@@ -59,6 +61,13 @@ def test_views_follow_events_and_survive_replays_restarts_and_garbage(stack: Loc
     app = app_factory(topic)
     port = app.metrics_port
     eventually(lambda: value(port, "kmon_partitions", topic="orders") == 2, 120, "partitions exported")
+    # the checkpoint is held by Spark's JVM itself, which may outlive this process (checkpoint_lock.py)
+    jvm_lock = app.cfg.checkpoint / JVM_LOCK_FILE
+    holder = int(jvm_lock.read_text())
+    assert holder != os.getpid() and "java" in Path(f"/proc/{holder}/cmdline").read_text()
+    with open(jvm_lock, "r+b") as f:
+        with pytest.raises(OSError):
+            fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     assert value(port, "kmon_controller_id") == 1
     assert value(port, "kmon_brokers") == 3
     assert value(port, "kmon_under_replicated_partitions", topic="orders") == 0
@@ -100,6 +109,8 @@ def test_views_follow_events_and_survive_replays_restarts_and_garbage(stack: Loc
                                            "kmon_history"))   # per process, as Prometheus counters are
               and not k[0].endswith("_created")}
     app.stop()
+    with open(jvm_lock, "r+b") as f:   # given back by the JVM, which lives on in this process
+        fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
     # restart from the checkpoint: the same values before any new event arrives
     app2 = app_factory(topic)
