@@ -51,7 +51,7 @@ from kmon.reachability import kafka_probe
 from kmon.toolchain import Toolchain
 from kmon.watched import KRAFT, WatchedCluster
 from stack import configs
-from stack.class_archive import archive_options
+from kmon.class_archive import archive_options
 from stack.owner import Busy, OwnerLock
 from stack.process import PortPicker, cmdline, pid_alive, reap, spawn, stop, stop_all, wait_until
 from stack.secure import KMON_PRINCIPALS, MTLS_LISTENER, SecureFiles

@@ -70,6 +70,7 @@ class StreamConfig:
     history_dir: Path | None = None    # None: <checkpoint>/history
     history_retention_days: int = 7
     spark_jars: tuple[str, ...] = ()
+    driver_java_options: tuple[str, ...] = ()   # of the Spark driver's JVM, which pyspark starts
     # the events cluster's client properties (security.protocol, sasl.*, ssl.*) as Java names them
     kafka_client: KafkaClientProperties = field(default_factory=lambda: KafkaClientProperties("events"))
 
@@ -198,6 +199,7 @@ def _session(cfg: StreamConfig):
     for k, v in {
         "spark.jars": ",".join(cfg.spark_jars),
         "spark.driver.memory": cfg.driver_memory,
+        "spark.driver.extraJavaOptions": " ".join(cfg.driver_java_options),
         "spark.sql.shuffle.partitions": str(shuffle_partitions(cfg)),
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import threading
 from pathlib import Path
 from typing import get_args
 
 from kmon import flags, logs
 from kmon.client_config import ClientConfigError, KafkaClientProperties
+from kmon.class_archive import archive_options
 from kmon.signals import stop_on_signals
 from kmon.toolchain import find_toolchain
 from streaming.app import StreamApp, StreamConfig, run_until
@@ -79,7 +81,22 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
         history_dir=args.history_dir, history_retention_days=args.history_retention_days,
         views=ViewOptions(detail=args.partition_detail, default_min_isr=args.default_min_isr),
         spark_jars=() if submitted else tuple(find_toolchain().spark_jar_list()),
+        driver_java_options=() if submitted else tuple(driver_class_archive(find_toolchain().cache / "cds")),
         kafka_client=client)
+
+
+def driver_class_archive(directory: Path) -> list[str]:
+    """Class-data sharing for the Spark driver's JVM (kmon/class_archive.py). Spark's launcher makes its
+    class path, so the kind is named by pyspark's jars and the java it runs (JAVA_HOME's, else PATH's)."""
+    import pyspark
+
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not java or " " in str(directory):   # spark.driver.extraJavaOptions is split on spaces
+        return []
+    jars = Path(pyspark.__file__).parent / "jars"
+    return archive_options(directory, os.path.realpath(java), f"{jars}/*", "org.apache.spark.deploy.SparkSubmit",
+                           checked=False)
 
 
 def cmd_stream(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from kmon.toolchain import Toolchain, find_toolchain
-from stack.class_archive import CLAIM_GRACE_S, archive_options
+from kmon.class_archive import CLAIM_GRACE_S, archive_options
 
 MAIN = "kafka.tools.StorageTool"   # a short-lived JVM of Kafka's class path
 
@@ -47,3 +47,15 @@ def test_a_writer_that_never_exited_cleanly_leaves_the_next_start_to_write_it(tm
     assert archive_options(tmp_path, tools.java, tools.kafka_classpath, MAIN) == first, "an old claim, no archive"
     part.write_bytes(b"half an archive")   # its JVM killed while writing it: refused, and written once more
     assert archive_options(tmp_path, tools.java, tools.kafka_classpath, MAIN) == first and not part.exists()
+
+
+def test_an_archive_of_a_jvm_whose_launcher_makes_its_class_path_is_adopted_once_its_writer_is_gone(
+        tmp_path: Path) -> None:
+    """Spark's driver (streaming/cli.py): its class path is not known here, so -Xshare:on cannot check
+    the archive; one its writer left is taken, and a JVM that cannot map it runs without it."""
+    tools = find_toolchain()
+    first = archive_options(tmp_path, tools.java, "/opt/spark/jars/*", "org.example.Main", checked=False)
+    part = Path(next(o.split("=", 1)[1] for o in first if o.startswith("-XX:ArchiveClassesAtExit=")))
+    part.write_bytes(b"an archive")
+    adopted = archive_options(tmp_path, tools.java, "/opt/spark/jars/*", "org.example.Main", checked=False)
+    assert f"-XX:SharedArchiveFile={part.with_suffix('')}" in adopted and not part.exists()

@@ -1,4 +1,5 @@
-"""Class-data sharing for the stack's Kafka and ZooKeeper JVMs (AppCDS, JDK 13+'s dynamic archive).
+"""Class-data sharing for kmon's JVMs: the stack's Kafka and ZooKeeper, Spark's driver (AppCDS, JDK 13+'s
+dynamic archive).
 
 Most of a Kafka JVM's start is loading, parsing and verifying its classes; a dynamic archive keeps
 them, parsed and verified, in a file the next JVM of the same kind maps instead (bench/README.md:
@@ -17,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-log = logging.getLogger("kmon.stack")
+log = logging.getLogger("kmon")
 
 # a claim this young counts as a JVM about to start and write the archive, whether or not it runs yet
 CLAIM_GRACE_S = 300.0
@@ -26,8 +27,10 @@ CLAIM_GRACE_S = 300.0
 QUIET = ["-XX:+IgnoreUnrecognizedVMOptions", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
 
 
-def archive_options(directory: Path, java: str, classpath: str, main: str) -> list[str]:
-    """The JVM options that use this kind's archive, or write it, or neither (another JVM writes it)."""
+def archive_options(directory: Path, java: str, classpath: str, main: str, checked: bool = True) -> list[str]:
+    """The JVM options that use this kind's archive, or write it, or neither (another JVM writes it).
+    ``checked``: ``classpath`` is the JVM's own, and an archive is adopted once ``-Xshare:on`` maps it
+    with it; else (a JVM whose launcher makes its class path: Spark's) it is adopted once its writer is gone."""
     key = _key(java, classpath, main)
     archive, part, claim = (directory / f"{key}{suffix}" for suffix in (".jsa", ".jsa.part", ".claim"))
     if archive.exists():
@@ -36,7 +39,7 @@ def archive_options(directory: Path, java: str, classpath: str, main: str) -> li
     if claim.exists():
         if _writing(part):
             return []
-        if part.exists() and _usable(java, classpath, part):
+        if part.exists() and (not checked or _usable(java, classpath, part)):
             part.replace(archive)
             claim.unlink(missing_ok=True)
             log.info("class-data sharing archive %s made for %s", archive, main)
