@@ -73,6 +73,10 @@ def add_collect_parser(subparsers: argparse._SubParsersAction) -> None:
                     "the Kafka tools' --command-config; each can also be set as KMON_MONITORED_KAFKA_<KEY>")
     flags.flag(kraft, "--quorum-interval", default=KraftCollectorConfig.quorum_interval_s,
                type=flags.positive_float, metavar="SECONDS", help="how often to describe the quorum")
+    flags.flag(kraft, "--quorum-progress-interval", default=KraftCollectorConfig.quorum_progress_interval_s,
+               type=flags.positive_float, metavar="SECONDS",
+               help="how often a quorum whose metadata log only went on (its high watermark, no other change) "
+                    "is sent: each event is a micro-batch of the stream app; other changes are sent at once")
     _output_flags(kraft)
     kraft.set_defaults(handler=functools.partial(cmd_collect_kraft, kraft))
 
@@ -212,7 +216,8 @@ def cmd_collect_kraft(parser: argparse.ArgumentParser, args: argparse.Namespace)
             sampled.cluster, lambda pub, tel: SampledCollector(sampled, pub, tel),
             f"the metadata of its brokers {sampled.address}, sampled", client.describe(), events, args))
     kraft = KraftCollectorConfig(controllers=tuple(addresses(args.controllers)), cluster=args.cluster,
-                                 security=security, quorum_interval_s=args.quorum_interval)
+                                 security=security, quorum_interval_s=args.quorum_interval,
+                                 quorum_progress_interval_s=args.quorum_progress_interval)
     return supervised(args.argv, lambda: _collect_kraft(
         kraft.cluster, lambda pub, tel: KraftCollector(kraft, pub, tel), f"its metadata quorum {kraft.address}",
         client.describe(), events, args))

@@ -25,7 +25,7 @@ from collectors.kraft import wire
 from collectors.kraft.connection import ClientSecurity, Connection, ControllerError
 from collectors.kraft.image import SOURCE, MetadataImage
 from collectors.kraft.leader import LeaderFinder, Move
-from collectors.kraft.quorum import quorum_state
+from collectors.kraft.quorum import progress_only, quorum_state
 from collectors.kraft.records import MalformedRecord, batches, decode, leader_change
 from collectors.protocol import EventSink, publish_all
 from collectors.telemetry import Telemetry
@@ -46,6 +46,8 @@ class KraftCollectorConfig:
     max_wait_ms: int = 500          # a fetch waits this long for new records
     max_bytes: int = 8 << 20        # per fetch and per snapshot chunk
     quorum_interval_s: float = 2.0  # DescribeQuorum this often
+    # a quorum whose log only went on is sent this often (each event is a micro-batch of the stream app)
+    quorum_progress_interval_s: float = 10.0
     timeout_s: float = 10.0         # connect and request timeout
 
     @property
@@ -88,6 +90,7 @@ class KraftCollector:
         self._quorum_conn: Connection | None = None
         self._next_quorum = 0.0
         self._last_quorum: QuorumState | None = None
+        self._quorum_progress_due = 0.0
         self._quorum_refused = False
         self._caught_up = False
         self._last_fetch_ok = 0.0
@@ -384,8 +387,11 @@ class KraftCollector:
             self._quorum_refused = False
         now = _now_ms()
         state = quorum_state(info, now, self.image.features)
-        if state != self._last_quorum:
+        last = self._last_quorum
+        if state != last and (last is None or not progress_only(last, state)
+                              or time.monotonic() >= self._quorum_progress_due):
             self._last_quorum = state
+            self._quorum_progress_due = time.monotonic() + self.config.quorum_progress_interval_s
             at = LogMeta(max(self._pos.offset - 1, 0), self._pos.epoch)
             self._send([Event(cluster=self.config.cluster, source=SOURCE, kind="quorum", entity="quorum",
                               op="upsert", observed_ms=now, data=state, log=at)])

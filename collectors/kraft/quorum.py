@@ -1,6 +1,7 @@
 """The metadata quorum as kmon tells it: DescribeQuorum's answer made a QuorumState. Pure."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
 from collectors.kraft import wire
@@ -21,3 +22,15 @@ def quorum_replica(r: wire.ReplicaInfo, high_watermark: int, now_ms: int) -> Quo
     lag_ms = max(0, now_ms - r.last_caught_up_ms) if behind and r.last_caught_up_ms >= 0 else 0
     return QuorumReplica(replica_id=r.replica_id, log_end_offset=max(r.log_end_offset, -1), lag_records=behind,
                          lag_ms=lag_ms)
+
+
+def progress_only(old: QuorumState, new: QuorumState) -> bool:
+    """The two differ at most in how far the log went: the high watermark and the replicas' log end
+    offsets, which the active controller's no-op records move every 500 ms. Such a change is sent at
+    most every quorum progress interval; any other one (leader, epoch, voters, lag, features) at once."""
+    return _without_progress(old) == _without_progress(new)
+
+
+def _without_progress(state: QuorumState) -> QuorumState:
+    return replace(state, high_watermark=0, voters=tuple(replace(r, log_end_offset=0) for r in state.voters),
+                   observers=tuple(replace(r, log_end_offset=0) for r in state.observers))
