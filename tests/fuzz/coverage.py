@@ -5,7 +5,7 @@ own bytes-level ones.
 libFuzzer ends the process when its runs are done, so a run is a child process: it writes
 each distinct finding to a directory as it meets it, and the parent reads libFuzzer's closing
 line for the count and the time. The per-case deadline is :func:`engine.run_one`'s (libFuzzer's
-own timer is off: it would share SIGALRM with it).
+own timer is off: it counts wall time, which a loaded machine stretches).
 """
 from __future__ import annotations
 
