@@ -46,7 +46,8 @@ import tests.unit.kraft_builders as kb
 from bench.synthetic import Shape
 from bench.zk import _tree as zk_tree
 from collectors.kraft import wire
-from collectors.kraft.collector import KraftCollector, KraftCollectorConfig
+from collectors.kraft.collector import KraftCollector
+from collectors.kraft.config import KraftCollectorConfig
 from collectors.kraft.records import TOPIC_RESOURCE
 from collectors.telemetry import Telemetry
 from collectors.zk.collector import ZkCollector, ZkCollectorConfig

@@ -8,24 +8,28 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from cli.discovery import addresses
 from cli.supervise import supervised
 from collectors.groups.cli import add_groups_flags, groups_config
-from collectors.groups.collector import GroupsCollector, GroupsConfig
-from collectors.kraft.collector import KraftCollector, KraftCollectorConfig
+from collectors.kraft.config import KraftCollectorConfig, SampledConfig
 from collectors.kraft.connection import ClientSecurity, ControllerError
-from collectors.kraft.sampled import SampledCollector, SampledConfig
 from collectors.publisher import PublisherConfig
-from collectors.protocol import Collector, EventSink
-from collectors.runner import Running, running
-from collectors.telemetry import Telemetry
-from collectors.zk.collector import ZkCollector, ZkCollectorConfig
 from kmon import flags
 from kmon.client_config import ZK_ENV_PREFIX, ClientConfigError, KafkaClientProperties, ZooKeeperClientProperties
+from kmon.flags import addresses
 from kmon.reachability import watch
 from kmon.signals import stop_on_signals
+
+if TYPE_CHECKING:
+    from collectors.groups.config import GroupsConfig
+    from collectors.protocol import Collector, EventSink
+    from collectors.runner import Running
+    from collectors.telemetry import Telemetry
+
+# A collector's own code (kazoo, the Admin API poller, the metadata log's reader) is imported by the
+# process that runs it, not by its supervisor nor by the other commands: each process kmon starts
+# pays for what it imports at every start.
 
 log = logging.getLogger("kmon.collector")
 
@@ -167,6 +171,9 @@ def cmd_collect_groups(parser: argparse.ArgumentParser, args: argparse.Namespace
 
 def _collect_groups(groups: GroupsConfig, events: PublisherConfig, monitored: KafkaClientProperties,
                     args: argparse.Namespace) -> int:
+    from collectors.groups.collector import GroupsCollector
+    from collectors.runner import running
+
     with running(groups.cluster, lambda pub, tel: GroupsCollector(groups, pub, tel), events,
                  args.metrics_port) as collector:
         log.info("collecting consumer groups of cluster %r from %s (%s) into %s on %s; metrics on port %d; "
@@ -184,12 +191,17 @@ def cmd_collect_zk(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         client = ZooKeeperClientProperties.load(args.zk_client_config, os.environ)
     except ClientConfigError as e:
         parser.error(str(e))
-    zk = ZkCollectorConfig(hosts=hosts, chroot=chroot, cluster=args.cluster, client=client.kazoo())
     events = _events(parser, args)
-    return supervised(args.argv, lambda: _collect_zk(zk, events, client.describe(), args))
+    return supervised(args.argv, lambda: _collect_zk(hosts, chroot, client, events, args))
 
 
-def _collect_zk(zk: ZkCollectorConfig, events: PublisherConfig, security: str, args: argparse.Namespace) -> int:
+def _collect_zk(hosts: str, chroot: str, client: ZooKeeperClientProperties, events: PublisherConfig,
+                args: argparse.Namespace) -> int:
+    from collectors.runner import running
+    from collectors.zk.collector import ZkCollector, ZkCollectorConfig
+
+    zk = ZkCollectorConfig(hosts=hosts, chroot=chroot, cluster=args.cluster, client=client.kazoo())
+    security = client.describe()
     with running(zk.cluster, lambda pub, tel: ZkCollector(zk, pub, tel), events, args.metrics_port,
                  probe_brokers=True) as collector:
         log.info("collecting cluster %r from ZooKeeper %s%s (%s) into %s on %s; metrics on port %d; "
@@ -212,19 +224,26 @@ def cmd_collect_kraft(parser: argparse.ArgumentParser, args: argparse.Namespace)
     if args.sampled:
         sampled = SampledConfig(bootstrap=tuple(addresses(args.bootstrap_servers)), cluster=args.cluster,
                                 security=security, interval_s=args.sample_interval)
+        def sampling(pub: EventSink, tel: Telemetry) -> Collector:
+            from collectors.kraft.sampled import SampledCollector
+            return SampledCollector(sampled, pub, tel)
         return supervised(args.argv, lambda: _collect_kraft(
-            sampled.cluster, lambda pub, tel: SampledCollector(sampled, pub, tel),
-            f"the metadata of its brokers {sampled.address}, sampled", client.describe(), events, args))
+            sampled.cluster, sampling, f"the metadata of its brokers {sampled.address}, sampled",
+            client.describe(), events, args))
     kraft = KraftCollectorConfig(controllers=tuple(addresses(args.controllers)), cluster=args.cluster,
                                  security=security, quorum_interval_s=args.quorum_interval,
                                  quorum_progress_interval_s=args.quorum_progress_interval)
+    def following(pub: EventSink, tel: Telemetry) -> Collector:
+        from collectors.kraft.collector import KraftCollector
+        return KraftCollector(kraft, pub, tel)
     return supervised(args.argv, lambda: _collect_kraft(
-        kraft.cluster, lambda pub, tel: KraftCollector(kraft, pub, tel), f"its metadata quorum {kraft.address}",
-        client.describe(), events, args))
+        kraft.cluster, following, f"its metadata quorum {kraft.address}", client.describe(), events, args))
 
 
 def _collect_kraft(cluster: str, make: Callable[[EventSink, Telemetry], Collector], source: str, security: str,
                    events: PublisherConfig, args: argparse.Namespace) -> int:
+    from collectors.runner import running
+
     with running(cluster, make, events, args.metrics_port, probe_brokers=True) as collector:
         log.info("collecting cluster %r from %s (%s) into %s on %s; metrics on port %d; SIGTERM or Ctrl-C stops",
                  cluster, source, security, events.topic, events.bootstrap_servers, collector.metrics_port)

@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from collectors.kraft import wire
 from collectors.kraft.connection import ClientSecurity, Connection, ControllerError
 from kmon import __version__
+from kmon.flags import addresses
 from kmon.watched import KRAFT, MIGRATION, MODE_WORDS, ZOOKEEPER, WatchedCluster
 
 log = logging.getLogger("kmon.discovery")
@@ -254,8 +255,3 @@ def zookeeper_unreachable(connect: str, timeout_s: float) -> str:
         except OSError as e:
             why.append(f"{host}:{port}: {e.strerror or e}")
     return "; ".join(why)
-
-
-def addresses(text: str) -> list[tuple[str, int]]:
-    """Pure: ``host:port,...`` as pairs."""
-    return [(host, int(port)) for host, _, port in (a.strip().rpartition(":") for a in text.split(",") if a.strip())]

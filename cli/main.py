@@ -15,7 +15,7 @@ from pathlib import Path
 from cli.collect import cluster_name
 from cli.monitor import MonitorOptions, checkpoint_dir, start_monitor
 from dashboards.cli import add_grafana_flags, grafana_request
-from dashboards.push import PushError, PushRequest, push, without_userinfo
+from dashboards.push import PushError, PushRequest, without_userinfo
 from cli.watch import add_watch_flags, check_flags, default_name, find_cluster, stack_dir
 from kmon import flags, logs
 from kmon.signals import stop_on_signals
@@ -376,6 +376,8 @@ def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 def _push_dashboards(request: PushRequest) -> None:
     """The dashboards into the user's Grafana; a Grafana that refuses leaves kmon running, and says so."""
+    from dashboards.grafana_api import push   # its HTTP stack only where a push is asked (push.py)
+
     try:
         push(request, report=lambda line: log.info("grafana: %s", line))
     except PushError as e:

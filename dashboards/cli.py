@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from dashboards import catalog
-from dashboards.push import DATASOURCE_UID, Credential, PushError, PushRequest, push
+from dashboards.push import DATASOURCE_UID, Credential, PushError, PushRequest
 from kmon import flags
 
 
@@ -65,6 +65,8 @@ def grafana_request(args: argparse.Namespace, prometheus_url: str | None, comman
 
 
 def cmd_push(args: argparse.Namespace) -> int:
+    from dashboards.grafana_api import push   # its HTTP stack only where a push is asked (push.py)
+
     request = push_request(args)
     try:
         push(request, report=print)

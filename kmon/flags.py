@@ -124,3 +124,8 @@ def host_port_list(text: str) -> str:
         if not sep or not host or not p.isdigit() or not 0 < int(p) < 65536:
             raise argparse.ArgumentTypeError(f"{item!r} in {text!r} is not host:port")
     return text
+
+
+def addresses(text: str) -> list[tuple[str, int]]:
+    """Pure: a host_port_list as (host, port) pairs."""
+    return [(host, int(port)) for host, _, port in (a.strip().rpartition(":") for a in text.split(",") if a.strip())]

@@ -9,7 +9,7 @@ import argparse
 import re
 from typing import Mapping
 
-from collectors.groups.collector import GroupsConfig, NameFilter
+from collectors.groups.config import GroupsConfig, NameFilter
 from kmon import flags
 
 _DEFAULTS = GroupsConfig(bootstrap_servers="-", cluster="-")

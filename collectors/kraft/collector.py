@@ -22,7 +22,8 @@ import uuid
 from dataclasses import dataclass
 
 from collectors.kraft import wire
-from collectors.kraft.connection import ClientSecurity, Connection, ControllerError
+from collectors.kraft.config import KraftCollectorConfig
+from collectors.kraft.connection import Connection, ControllerError
 from collectors.kraft.image import SOURCE, MetadataImage
 from collectors.kraft.leader import LeaderFinder, Move
 from collectors.kraft.quorum import progress_only, quorum_state
@@ -36,23 +37,6 @@ from kmon.reachability import MONITORED_CONTROLLERS, Reachability
 log = logging.getLogger("kmon.collector.kraft")
 
 RETRY_S = 1.0
-
-
-@dataclass(frozen=True)
-class KraftCollectorConfig:
-    controllers: tuple[tuple[str, int], ...]     # the controller listeners kmon may ask first
-    cluster: str
-    security: ClientSecurity = ClientSecurity()
-    max_wait_ms: int = 500          # a fetch waits this long for new records
-    max_bytes: int = 8 << 20        # per fetch and per snapshot chunk
-    quorum_interval_s: float = 2.0  # DescribeQuorum this often
-    # a quorum whose log only went on is sent this often (each event is a micro-batch of the stream app)
-    quorum_progress_interval_s: float = 10.0
-    timeout_s: float = 10.0         # connect and request timeout
-
-    @property
-    def address(self) -> str:
-        return ",".join(f"{h}:{p}" for h, p in self.controllers)
 
 
 @dataclass

@@ -16,11 +16,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from collectors.kraft import wire
-from collectors.kraft.connection import ClientSecurity, Connection, ControllerError
+from collectors.kraft.config import SampledConfig
+from collectors.kraft.connection import Connection, ControllerError
 from collectors.kraft.image import SOURCE
 from collectors.kraft.quorum import quorum_state
 from collectors.protocol import EventSink, publish_all
@@ -32,19 +32,6 @@ from kmon.reachability import MONITORED_BOOTSTRAP, Reachability
 log = logging.getLogger("kmon.collector.kraft")
 MISSED_ELECTIONS = "leader_election"
 MISSED_CONTROLLER_CHANGES = "controller_change"
-
-
-@dataclass(frozen=True)
-class SampledConfig:
-    bootstrap: tuple[tuple[str, int], ...]    # the brokers
-    cluster: str
-    security: ClientSecurity = ClientSecurity()
-    interval_s: float = 5.0
-    timeout_s: float = 10.0
-
-    @property
-    def address(self) -> str:
-        return ",".join(f"{h}:{p}" for h, p in self.bootstrap)
 
 
 def sample_states(metadata: wire.ClusterMetadata, quorum: wire.QuorumInfo | None,

@@ -10,7 +10,8 @@
 from __future__ import annotations
 
 from collectors.kraft import wire
-from collectors.kraft.collector import KraftCollector, KraftCollectorConfig
+from collectors.kraft.collector import KraftCollector
+from collectors.kraft.config import KraftCollectorConfig
 from collectors.kraft.records import MalformedRecord, decode
 from collectors.telemetry import Telemetry
 from kmon.codec import decode as decode_event

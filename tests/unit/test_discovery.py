@@ -11,7 +11,8 @@ import pytest
 from cli.main import build_parser
 from cli.monitor import MonitorOptions, _watched
 from cli.watch import check_flags, default_name, stack_dir
-from cli.discovery import _mode, addresses, quorum_setting, voter_endpoints
+from cli.discovery import _mode, quorum_setting, voter_endpoints
+from kmon.flags import addresses
 from stack.local import StackState
 from kmon.watched import KRAFT, MIGRATION, ZOOKEEPER, WatchedCluster
 
