@@ -8,6 +8,9 @@ writes the archive when it exits (``-XX:ArchiveClassesAtExit``) to ``<key>.jsa.p
 adopts it once no JVM writing it is left and ``-Xshare:on`` accepts it. A claim file lets one JVM of
 a kind write it at a time (one made in the last CLAIM_GRACE_S, or whose JVM runs). A JVM killed
 before it exits writes nothing, or half an archive: the next start tries again.
+
+A checkout of its own (each fresh clone has its own venv, so its own Spark class path) makes a kind of
+its own: an archive is touched at each use, and of each main class the KEEP most recently used stay.
 """
 from __future__ import annotations
 
@@ -23,6 +26,9 @@ log = logging.getLogger("kmon")
 # a claim this young counts as a JVM about to start and write the archive, whether or not it runs yet
 CLAIM_GRACE_S = 300.0
 
+# archives kept per main class (Spark's is 180 MB): the checkouts in use, not every clone ever made
+KEEP = 2
+
 # an archive that cannot be used is skipped, not printed; a java older than 13 ignores the options
 QUIET = ["-XX:+IgnoreUnrecognizedVMOptions", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
 
@@ -31,9 +37,10 @@ def archive_options(directory: Path, java: str, classpath: str, main: str, check
     """The JVM options that use this kind's archive, or write it, or neither (another JVM writes it).
     ``checked``: ``classpath`` is the JVM's own, and an archive is adopted once ``-Xshare:on`` maps it
     with it; else (a JVM whose launcher makes its class path: Spark's) it is adopted once its writer is gone."""
-    key = _key(java, classpath, main)
-    archive, part, claim = (directory / f"{key}{suffix}" for suffix in (".jsa", ".jsa.part", ".claim"))
+    name = f"{main.rpartition('.')[2]}-{_key(java, classpath, main)}"
+    archive, part, claim = (directory / f"{name}{suffix}" for suffix in (".jsa", ".jsa.part", ".claim"))
     if archive.exists():
+        _touch(archive)
         return [f"-XX:SharedArchiveFile={archive}", *QUIET]
     directory.mkdir(parents=True, exist_ok=True)
     if claim.exists():
@@ -43,6 +50,7 @@ def archive_options(directory: Path, java: str, classpath: str, main: str, check
             part.replace(archive)
             claim.unlink(missing_ok=True)
             log.info("class-data sharing archive %s made for %s", archive, main)
+            _prune(directory, main.rpartition('.')[2])
             return [f"-XX:SharedArchiveFile={archive}", *QUIET]
         if not part.exists() and time.time() - _mtime(claim) < CLAIM_GRACE_S:
             return []   # its JVM may not have started yet
@@ -53,6 +61,21 @@ def archive_options(directory: Path, java: str, classpath: str, main: str, check
     except FileExistsError:   # another start claimed it just now
         return []
     return [f"-XX:ArchiveClassesAtExit={part}", *QUIET]
+
+
+def _touch(archive: Path) -> None:
+    try:
+        os.utime(archive)
+    except OSError:   # another user's cache: it is used all the same
+        pass
+
+
+def _prune(directory: Path, main: str) -> None:
+    """Of ``main``'s archives, the KEEP last used stay (a JVM that maps one keeps it after its unlink)."""
+    used = sorted(directory.glob(f"{main}-*.jsa"), key=_mtime, reverse=True)
+    for old in used[KEEP:]:
+        old.unlink(missing_ok=True)
+        log.info("class-data sharing archive %s removed: %d newer ones of %s are in use", old, KEEP, main)
 
 
 def _mtime(path: Path) -> float:

@@ -1,6 +1,7 @@
-"""Class-data sharing for the stack's JVMs (stack/class_archive.py), with the real java and Kafka's jars:
+"""Class-data sharing for kmon's JVMs (kmon/class_archive.py), with the real java and Kafka's jars:
 the first JVM of a kind writes the archive at its exit, the next start adopts it and maps it, a
-writer killed before its exit leaves the next one to try again, and one running writer is enough."""
+writer killed before its exit leaves the next one to try again, one running writer is enough, and
+the cache keeps the archives of each main class used last."""
 from __future__ import annotations
 
 import os
@@ -9,7 +10,7 @@ import time
 from pathlib import Path
 
 from kmon.toolchain import Toolchain, find_toolchain
-from kmon.class_archive import CLAIM_GRACE_S, archive_options
+from kmon.class_archive import CLAIM_GRACE_S, KEEP, archive_options
 
 MAIN = "kafka.tools.StorageTool"   # a short-lived JVM of Kafka's class path
 
@@ -59,3 +60,26 @@ def test_an_archive_of_a_jvm_whose_launcher_makes_its_class_path_is_adopted_once
     part.write_bytes(b"an archive")
     adopted = archive_options(tmp_path, tools.java, "/opt/spark/jars/*", "org.example.Main", checked=False)
     assert f"-XX:SharedArchiveFile={part.with_suffix('')}" in adopted and not part.exists()
+
+
+def test_of_each_main_class_the_archives_last_used_stay(tmp_path: Path) -> None:
+    """Each fresh clone is a kind of its own (its venv's Spark jars): the cache keeps the KEEP archives
+    of a main class used last, not one per clone ever made."""
+    java = find_toolchain().java
+
+    def adopt(checkout: str, at: float) -> Path:
+        options = archive_options(tmp_path, java, f"/{checkout}/jars/*", "org.example.Main", checked=False)
+        Path(next(o.split("=", 1)[1] for o in options if o.startswith("-XX:ArchiveClassesAtExit="))).write_bytes(b"x")
+        used = archive_options(tmp_path, java, f"/{checkout}/jars/*", "org.example.Main", checked=False)
+        archive = Path(next(o.split("=", 1)[1] for o in used if o.startswith("-XX:SharedArchiveFile=")))
+        os.utime(archive, (at, at))
+        return archive
+
+    now = time.time()
+    a, b, c = adopt("a", now - 300), adopt("b", now - 200), adopt("c", now - 100)
+    assert not a.exists() and b.exists() and c.exists() and KEEP == 2
+    archive_options(tmp_path, java, "/b/jars/*", "org.example.Main", checked=False)   # b used again: the newest
+    d = adopt("d", now)
+    assert b.exists() and d.exists() and not c.exists()
+    other = archive_options(tmp_path, java, "/a/jars/*", "org.example.Other", checked=False)
+    assert any(o.startswith("-XX:ArchiveClassesAtExit=") for o in other)   # another main class: its own count
