@@ -197,7 +197,11 @@ def test_a_batch_stuck_in_a_stopped_python_worker_ends_the_app_after_the_stall_t
     stopped: list[int] = []
     try:
         ev.send("controller", "controller", ControllerState(1, 5))
-        eventually(lambda: value(port, "kmon_controller_id") == 1, 180, "the first batch through the workers")
+        try:
+            eventually(lambda: value(port, "kmon_controller_id") == 1, 180, "the first batch through the workers")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; kmon stream {'runs' if proc.poll() is None else f'exited {proc.returncode}'}"
+                                 f", its log:\n{log.read_text()[-4000:]}") from None
         stopped += workers()
         assert stopped, "no Python worker found"
         for pid in stopped:
