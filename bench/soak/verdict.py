@@ -271,6 +271,11 @@ def _views(stack: LocalStack, cluster: str) -> list[str]:
 
 
 def _tracebacks(stack: LocalStack) -> list[str]:
-    logs = stack.dir / "logs"
-    return [p.name for p in sorted(Path(logs).glob("*.log"))
-            if p.name.startswith(("collector-", "stream")) and "Traceback" in p.read_text(errors="replace")]
+    """Each kmon log with a traceback, and the first one's lines (the logs go with the soak's directory)."""
+    out = []
+    for p in sorted(Path(stack.dir / "logs").glob("*.log")):
+        text = p.read_text(errors="replace")
+        if p.name.startswith(("collector-", "stream")) and "Traceback" in text:
+            start = text.rfind("\n", 0, text.index("Traceback")) + 1
+            out.append(f"{p.name}:\n" + "\n".join(text[start:].splitlines()[:25]))
+    return out
