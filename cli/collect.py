@@ -5,10 +5,9 @@ import argparse
 import functools
 import logging
 import os
-import re
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from cli.supervise import supervised
 from collectors.groups.cli import add_groups_flags, groups_config
@@ -16,6 +15,7 @@ from collectors.kraft.config import KraftCollectorConfig, SampledConfig
 from collectors.kraft.connection import ClientSecurity, ControllerError
 from collectors.publisher import PublisherConfig
 from kmon import flags
+from kmon.config_file import config_flag
 from kmon.client_config import ZK_ENV_PREFIX, ClientConfigError, KafkaClientProperties, ZooKeeperClientProperties
 from kmon.flags import addresses
 from kmon.reachability import watch
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kmon.collector")
 
-_CLUSTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")   # no "/": it separates cluster and entity in keys
-_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")          # Kafka's legal topic names
 
 
 def add_collect_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -46,7 +44,7 @@ def add_collect_parser(subparsers: argparse._SubParsersAction) -> None:
                             description="Watch Kafka's tree in ZooKeeper (controller, brokers, topics, "
                                         "partition states, admin requests) and publish one event per change, "
                                         "with a full snapshot on start and after every reconnect.")
-    flags.flag(zk, "--zookeeper", type=zk_connect, metavar="HOST:PORT[,HOST:PORT][/chroot]",
+    flags.flag(zk, "--zookeeper", type=flags.zk_connect, metavar="HOST:PORT[,HOST:PORT][/chroot]",
                 help="the cluster's zookeeper.connect (required)")
     flags.flag(zk, "--zk-client-config", type=flags.readable_file, metavar="FILE",
                 help="ZooKeeper client properties as Kafka names them (zookeeper.ssl.*), plus "
@@ -96,10 +94,11 @@ def add_collect_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _output_flags(p: argparse.ArgumentParser) -> None:
     """Flags every collector shares: who it reports as, and where events and metrics go."""
-    flags.flag(p, "--cluster", type=cluster_name, help="the cluster's name in events and metrics (required)")
+    config_flag(p, "the cluster's entry (--cluster) and the events cluster")
+    flags.flag(p, "--cluster", type=flags.cluster_name, help="the cluster's name in events and metrics (required)")
     flags.flag(p, "--events-bootstrap-servers", type=flags.host_port_list, metavar="HOST:PORT[,...]",
                 help="Kafka cluster holding the events topic (required)")
-    flags.flag(p, "--events-topic", default=PublisherConfig.topic, type=topic_name,
+    flags.flag(p, "--events-topic", default=PublisherConfig.topic, type=flags.topic_name,
                 help="events topic; created compacted if missing")
     flags.flag(p, "--events-command-config", type=flags.readable_file, metavar="FILE",
                 help="Kafka client properties for the events cluster (security.protocol, sasl.*, ssl.*), "
@@ -114,29 +113,6 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
                      "after the start (0: keep retrying, and say so in the log)")
 
 
-def zk_connect(text: str) -> tuple[str, str]:
-    """``host:port[,host:port][/chroot]`` -> (hosts, chroot)."""
-    hosts, slash, rest = text.partition("/")
-    try:
-        return flags.host_port_list(hosts), flags.chroot(slash + rest)
-    except argparse.ArgumentTypeError as e:
-        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT[,HOST:PORT][/chroot]: {e}") from None
-
-
-def cluster_name(text: str) -> str:
-    if not _CLUSTER.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a cluster name: use letters, digits, '.', '_' or '-' (no '/')")
-    return text
-
-
-def topic_name(text: str) -> str:
-    if not _TOPIC.fullmatch(text) or text in (".", ".."):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a Kafka topic name: use up to 249 letters, digits, "
-                                         "'.', '_' or '-'")
-    return text
-
-
 def _require(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
     missing = [f"--{name.replace('_', '-')} (or {flags.env_name(name)})"
                for name in names if getattr(args, name) is None]
@@ -145,15 +121,17 @@ def _require(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: 
 
 
 def _events(parser: argparse.ArgumentParser, args: argparse.Namespace) -> PublisherConfig:
-    client = kafka_client(parser, "events", args.events_command_config)
+    client = kafka_client(parser, "events", args.events_command_config, getattr(args, "events_client", None))
     return PublisherConfig(bootstrap_servers=args.events_bootstrap_servers, topic=args.events_topic,
                            buffer_size=args.buffer_size, client=client.librdkafka())
 
 
-def kafka_client(parser: argparse.ArgumentParser, role: str, path: Path | None) -> KafkaClientProperties:
-    """One cluster's client properties; a bad file or setting ends the command with one line naming it."""
+def kafka_client(parser: argparse.ArgumentParser, role: str, path: Path | None,
+                 inline: Mapping[str, str] | None = None) -> KafkaClientProperties:
+    """One cluster's client properties (``inline``: a config file's); a bad file or setting ends the
+    command with one line naming it."""
     try:
-        client = KafkaClientProperties.load(role, path, os.environ)
+        client = KafkaClientProperties.load(role, path, os.environ, inline)
     except ClientConfigError as e:
         parser.error(str(e))
     unused = client.unused_by_librdkafka()
@@ -164,7 +142,7 @@ def kafka_client(parser: argparse.ArgumentParser, role: str, path: Path | None) 
 
 def cmd_collect_groups(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     _require(parser, args, "bootstrap_servers", "cluster", "events_bootstrap_servers")
-    monitored = kafka_client(parser, "monitored", args.command_config)
+    monitored = kafka_client(parser, "monitored", args.command_config, getattr(args, "monitored_client", None))
     groups, events = groups_config(args, monitored.librdkafka()), _events(parser, args)
     return supervised(args.argv, lambda: _collect_groups(groups, events, monitored, args))
 
@@ -215,7 +193,7 @@ def _collect_zk(hosts: str, chroot: str, client: ZooKeeperClientProperties, even
 def cmd_collect_kraft(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     _require(parser, args, "bootstrap_servers" if args.sampled else "controllers", "cluster",
              "events_bootstrap_servers")
-    client = kafka_client(parser, "monitored", args.command_config)
+    client = kafka_client(parser, "monitored", args.command_config, getattr(args, "monitored_client", None))
     try:
         security = ClientSecurity.from_librdkafka(client.librdkafka())
     except ControllerError as e:

@@ -12,12 +12,12 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from cli.collect import cluster_name
 from cli.monitor import MonitorOptions, checkpoint_dir, start_monitor
 from dashboards.cli import add_grafana_flags, grafana_request
 from dashboards.push import PushError, PushRequest, without_userinfo
 from cli.watch import add_watch_flags, check_flags, default_name, find_cluster, stack_dir
 from kmon import flags, logs
+from kmon.config_file import parse_with_file
 from kmon.signals import stop_on_signals
 from kmon.toolchain import find_toolchain
 from kmon.watched import KRAFT, MODE_WORDS, WatchedCluster
@@ -38,7 +38,8 @@ KEEP_EVERY_S = 1.0     # how often `kmon run` looks at its parts
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_with_file(parser, sys.argv[1:] if argv is None else argv,
+                           lambda args: " ".join(filter(None, (args.command, getattr(args, "source", None)))))
     args.argv = list(sys.argv[1:] if argv is None else argv)   # what a supervised child runs again
     logs.configure(args.log_level)
     try:
@@ -76,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "checkpoint and the history are kept (--fresh starts over).")
     _stack_flags(run, dir_default=None)
     _fresh_flag(run)
-    flags.flag(run, "--cluster", type=cluster_name,
+    flags.flag(run, "--cluster", type=flags.cluster_name,
                help="the cluster's name in events and metrics (default: local; with --bootstrap-servers, the "
                     "first bootstrap host)")
     add_watch_flags(run)
@@ -121,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_dashboards_parser(sub)
     from cli.collect import add_collect_parser
     add_collect_parser(sub)
+    from cli.config_check import add_config_parser
+    add_config_parser(sub)
     return p
 
 

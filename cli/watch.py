@@ -9,8 +9,8 @@ import re
 import signal
 import threading
 from pathlib import Path
+from typing import Mapping
 
-from cli.collect import cluster_name, zk_connect
 from cli.discovery import DiscoveryError, Given, NotAnswering, discover
 from collectors.kraft.connection import ClientSecurity, ControllerError
 from kmon import flags
@@ -40,7 +40,7 @@ def add_watch_flags(p: argparse.ArgumentParser) -> None:
     flags.flag(p, "--controllers", type=flags.host_port_list, metavar="HOST:PORT[,...]",
                help="with --bootstrap-servers, KRaft: the quorum's controller listeners (default: as "
                     "DescribeQuorum or the brokers' settings name them)")
-    flags.flag(p, "--zookeeper", type=zk_connect, metavar="HOST:PORT[,...][/chroot]",
+    flags.flag(p, "--zookeeper", type=flags.zk_connect, metavar="HOST:PORT[,...][/chroot]",
                help="with --bootstrap-servers, ZooKeeper mode: zookeeper.connect (default: the brokers' own)")
     flags.flag(p, "--zk-client-config", type=flags.readable_file, metavar="FILE",
                help="with --bootstrap-servers, ZooKeeper mode: ZooKeeper client properties (zookeeper.ssl.*, "
@@ -63,7 +63,7 @@ def default_name(bootstrap_servers: str) -> str:
     """Pure: a watched cluster's name where --cluster gives none: its first bootstrap host."""
     host = bootstrap_servers.split(",")[0].strip().rpartition(":")[0].strip("[]")
     name = re.sub(r"[^A-Za-z0-9._-]", "-", host).lstrip("._-")
-    return cluster_name(name or "kafka")
+    return flags.cluster_name(name or "kafka")
 
 
 def stack_dir(args: argparse.Namespace, default: str) -> Path:
@@ -107,20 +107,26 @@ def find_cluster(args: argparse.Namespace) -> WatchedCluster:
 
 
 def _given(args: argparse.Namespace) -> Given:
+    return given(args.bootstrap_servers, args.command_config, args.controllers, args.zookeeper, args.zk_client_config)
+
+
+def given(bootstrap_servers: str, command_config: Path | None, controllers: str | None,
+          zookeeper: tuple[str, str] | None, zk_client_config: Path | None,
+          inline: Mapping[str, str] | None = None) -> Given:
+    """What the user said of a cluster (flags, or a config file's entry), its client properties checked."""
     try:
-        client = KafkaClientProperties.load("monitored", args.command_config, os.environ)
+        client = KafkaClientProperties.load("monitored", command_config, os.environ, inline)
         settings = client.librdkafka()
-        if args.zk_client_config:
-            ZooKeeperClientProperties.load(args.zk_client_config, os.environ)   # a bad file fails here, not later
+        if zk_client_config:
+            ZooKeeperClientProperties.load(zk_client_config, os.environ)   # a bad file fails here, not later
     except ClientConfigError as e:
         raise DiscoveryError(str(e)) from None
     try:
         security, why_not = ClientSecurity.from_librdkafka(settings), ""
     except ControllerError as e:   # the KRaft collector's own client cannot: the sampled mode can
         security, why_not = None, str(e)
-    zookeeper = "".join(args.zookeeper) if args.zookeeper else ""
-    return Given(bootstrap_servers=args.bootstrap_servers, client=settings, security=security,
-                 controllers=args.controllers or "", zookeeper=zookeeper,
-                 command_config=str(args.command_config.resolve()) if args.command_config else "",
-                 zk_client_config=str(args.zk_client_config.resolve()) if args.zk_client_config else "",
+    return Given(bootstrap_servers=bootstrap_servers, client=settings, security=security,
+                 controllers=controllers or "", zookeeper="".join(zookeeper) if zookeeper else "",
+                 command_config=str(command_config.resolve()) if command_config else "",
+                 zk_client_config=str(zk_client_config.resolve()) if zk_client_config else "",
                  why_no_security=why_not)

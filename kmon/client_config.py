@@ -131,13 +131,17 @@ class KafkaClientProperties:
     source: str = "defaults"                    # the file and/or variables they came from
 
     @classmethod
-    def load(cls, role: str, path: Path | None, environ: Mapping[str, str]) -> "KafkaClientProperties":
+    def load(cls, role: str, path: Path | None, environ: Mapping[str, str],
+             inline: Mapping[str, str] | None = None) -> "KafkaClientProperties":
+        """The file's properties, then ``inline`` ones (a config file's ``client:``), then the variables'."""
         assert role in ROLES
         prefix = f"KMON_{role.upper()}_KAFKA_"
         props = read_properties(path) if path is not None else {}
+        props.update(inline or {})
         overrides = env_overrides(prefix, environ)
         props.update(overrides)
-        sources = ([str(path)] if path is not None else []) + ([f"{prefix}*"] if overrides else [])
+        sources = (([str(path)] if path is not None else []) + (["the config file's client:"] if inline else [])
+                   + ([f"{prefix}*"] if overrides else []))
         loaded = cls(role, props, " and ".join(sources) or "defaults")
         loaded.librdkafka()   # every problem surfaces at start, not at the first connection
         return loaded

@@ -8,8 +8,13 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable
+
+
+_CLUSTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")   # no "/": it separates cluster and entity in keys
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")          # Kafka's legal topic names
 
 
 def state_dir() -> Path:
@@ -129,3 +134,26 @@ def host_port_list(text: str) -> str:
 def addresses(text: str) -> list[tuple[str, int]]:
     """Pure: a host_port_list as (host, port) pairs."""
     return [(host, int(port)) for host, _, port in (a.strip().rpartition(":") for a in text.split(",") if a.strip())]
+
+
+def zk_connect(text: str) -> tuple[str, str]:
+    """``host:port[,host:port][/chroot]`` -> (hosts, chroot)."""
+    hosts, slash, rest = text.partition("/")
+    try:
+        return host_port_list(hosts), chroot(slash + rest)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT[,HOST:PORT][/chroot]: {e}") from None
+
+
+def cluster_name(text: str) -> str:
+    if not _CLUSTER.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a cluster name: use letters, digits, '.', '_' or '-' (no '/')")
+    return text
+
+
+def topic_name(text: str) -> str:
+    if not _TOPIC.fullmatch(text) or text in (".", ".."):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Kafka topic name: use up to 249 letters, digits, "
+                                         "'.', '_' or '-'")
+    return text

@@ -10,6 +10,7 @@ from typing import get_args
 
 from kmon import flags, logs
 from kmon.client_config import ClientConfigError, KafkaClientProperties
+from kmon.config_file import config_flag, parse_with_file
 from kmon.class_archive import archive_options
 from kmon.signals import stop_on_signals
 from kmon.toolchain import find_toolchain
@@ -26,6 +27,7 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
     flags.flag(p, "--bootstrap-servers", type=flags.host_port_list,
                 help="Kafka cluster holding the events topic (required)")
     flags.flag(p, "--events-topic", default=StreamConfig.events_topic, help="events topic")
+    config_flag(p, "the events cluster and the stream's settings")
     flags.flag(p, "--events-command-config", type=flags.readable_file, metavar="FILE",
                 help="Kafka client properties for the events cluster (security.protocol, sasl.*, ssl.*), "
                      "as the Kafka tools' --command-config, given to Spark's Kafka source; each can also be "
@@ -68,7 +70,8 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
     # the jars are spark-submit's: --master and --jars there.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     try:
-        client = KafkaClientProperties.load("events", args.events_command_config, os.environ)
+        client = KafkaClientProperties.load("events", args.events_command_config, os.environ,
+                                            getattr(args, "events_client", None))
     except ClientConfigError as e:
         raise SystemExit(f"kmon stream: {e}") from None
     return StreamConfig(
@@ -111,6 +114,6 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="kmon")
     logs.flag(p)
     add_stream_parser(p.add_subparsers(dest="command", required=True, metavar="COMMAND"))
-    args = p.parse_args(["stream", *argv])
+    args = parse_with_file(p, ["stream", *argv], lambda args: "stream")
     logs.configure(args.log_level)
     return args.handler(args)

@@ -3,13 +3,17 @@ set up as users set theirs up (plain processes, tests/integration/plain_clusters
 with a dedicated controller on listeners named neither CONTROLLER nor PLAINTEXT, and a ZooKeeper-mode
 cluster under a chroot. kmon finds the mode and the control plane itself; the brokers and the
 controller reach /metrics, a topic made afterwards too, a broker SIGKILLed fires BrokerDown in the
-embedded Prometheus; Ctrl-C stops kmon and leaves the cluster running; a second run resumes."""
+embedded Prometheus; Ctrl-C stops kmon and leaves the cluster running; a second run resumes. Before that,
+`kmon config check` on a config file naming the cluster (and, beside it, one that does not answer)."""
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
+import subprocess
+import sys
 import threading
 import urllib.request
 from http.server import ThreadingHTTPServer
@@ -23,6 +27,7 @@ from dashboards.push import DATASOURCE_UID
 from kmon.toolchain import Toolchain
 from stack.local import StackState
 from stack.process import cmdline, pid_alive
+from stack.process import free_port
 from tests.integration.plain_clusters import PlainCluster
 from tests.integration.user_runs import ROOT, Run, addresses
 from tests.support import eventually, metrics
@@ -56,6 +61,40 @@ def cluster(tmp_path: Path, toolchain: Toolchain) -> PlainCluster:
     plain.dir.mkdir()
     yield plain
     plain.stop()
+
+
+def config_check(tmp_path: Path, entry: str, said: list[str], env: dict[str, str] | None = None) -> None:
+    """`kmon config check` on a file naming the cluster (``entry``: its keys) and one that does not answer:
+    the lines ``said`` of the cluster, the other one named, exit 1."""
+    gone = f"127.0.0.1:{free_port()}"
+    path = tmp_path / "kmon.yaml"
+    path.write_text(f"clusters:\n  - cluster: own\n{entry}  - cluster: gone\n    bootstrap-servers: {gone}\n")
+    done = subprocess.run([str(Path(sys.executable).with_name("kmon")), "config", "check", str(path)], cwd=ROOT,
+                          env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=120)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    for line in said:
+        assert any(re.search(rf"^own: {line}", text) for text in lines), (line, done.stdout)
+    assert any(text.startswith("gone: cannot be watched: ") and gone in text for text in lines), done.stdout
+    assert "events: kmon run starts its own events node" in lines
+
+
+def collect_from_file(cluster: PlainCluster, tmp_path: Path, runs: list[Run], controllers: str) -> None:
+    """A production part run from a config file: the KRaft collector of the file's cluster, its events on a
+    topic of the cluster itself; it follows the log (events on its /metrics) and stops on SIGTERM."""
+    path = tmp_path / "collect.yaml"
+    path.write_text(f"clusters:\n  - cluster: own\n    bootstrap-servers: {cluster.bootstrap}\n"
+                    f"    controllers: {controllers}\nevents:\n  bootstrap-servers: {cluster.bootstrap}\n"
+                    "  topic: kmon-events-own\n")
+    run = Run([str(Path(sys.executable).with_name("kmon")), "collect", "kraft", "--config", str(path), "--cluster",
+               "own"], dict(os.environ), tmp_path / "collect.log")
+    runs.append(run)
+    port = int(run.line(rf"collecting cluster 'own' from its metadata quorum {controllers} .* into kmon-events-own "
+                        rf"on {cluster.bootstrap}; metrics on port (\d+)", 90).group(1))
+    eventually(lambda: sum(v for (name, _), v in metrics(port).items() if name == "kmon_collector_events_total") > 0,
+               60, "the collector's events, on its /metrics")
+    run.stop(signal.SIGTERM)
+    assert run.proc.returncode == 0 and "Traceback" not in run.said(), run.said()[-3000:]
 
 
 def watch_it(cluster: PlainCluster, tmp_path: Path, runs: list[Run], found: list[str], controllers: set[int],
@@ -106,6 +145,10 @@ def test_a_kraft_cluster_with_a_dedicated_controller_on_its_own_listener_names(
         cluster: PlainCluster, tmp_path: Path, runs: list[Run]) -> None:
     cluster.start_kraft(brokers=2, controller_id=3001)
     ctl = f"127.0.0.1:{cluster.ports['controller']}"
+    config_check(tmp_path, f"    bootstrap-servers: {cluster.bootstrap}\n",
+                 [r"cluster \S+: brokers 1, 2, KRaft mode", rf"controller quorum at {ctl} \(DescribeQuorum\)",
+                  r"following the metadata log as an observer"])
+    collect_from_file(cluster, tmp_path, runs, ctl)
     watch_it(cluster, tmp_path, runs, [r"brokers 1, 2, KRaft mode", rf"controller quorum at {ctl} \(DescribeQuorum\)",
                                        r"following the metadata log as an observer"], controllers={3001})
 
@@ -116,6 +159,8 @@ def test_a_zookeeper_mode_cluster_under_a_chroot_its_dashboards_pushed_to_grafan
     reach a stand-in of Grafana's HTTP API (no Grafana server can be had here)."""
     cluster.start_zookeeper_mode(chroot="/prod/kafka", brokers=2)
     zk = f"127.0.0.1:{cluster.ports['zookeeper']}/prod/kafka"
+    config_check(tmp_path, f"    bootstrap-servers: {cluster.bootstrap}\n",
+                 [r"cluster \S+: brokers 1, 2, ZooKeeper mode", rf"following ZooKeeper at {zk} "])
     handler = type("Handler", (FakeGrafana,), {"requests": [], "objects": {}})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -138,6 +183,14 @@ def test_a_secured_kraft_cluster_that_does_not_grant_kmon_the_metadata_log(
     """SASL on both listeners, ACLs on, kmon granted DESCRIBE on the cluster and nothing more there: its
     mode told by its APIs (no DescribeConfigs), the brokers sampled, one line naming the grant."""
     cluster.start_kraft(brokers=2, controller_id=3001, secured=True)
+    # the file's client properties inline, the password from the environment
+    config_check(tmp_path, f"    bootstrap-servers: {cluster.bootstrap}\n    client:\n"
+                           "      security.protocol: SASL_PLAINTEXT\n      sasl.mechanism: PLAIN\n"
+                           "      sasl.jaas.config: org.apache.kafka.common.security.plain.PlainLoginModule required "
+                           'username="kmon" password="${KMON_TEST_SECRET}";\n',
+                 [r"cluster \S+: brokers 1, 2, KRaft mode \(by its APIs",
+                  r"sampling the brokers' metadata instead of following the metadata log",
+                  r"missing: .*CLUSTER_AUTHORIZATION_FAILED"], env={"KMON_TEST_SECRET": "kmon-secret"})
     watch_it(cluster, tmp_path, runs, [r"brokers 1, 2, KRaft mode \(by its APIs: DescribeConfigs of broker \d+ answered",
                                        r"sampling the brokers' metadata instead of following the metadata log",
                                        r"WARNING .*CLUSTER_AUTHORIZATION_FAILED.*granting kmon's principal "

@@ -60,6 +60,17 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
     assert "KMON_EVENTS_KAFKA_*" in client.source and str(path) in client.source
 
 
+def test_a_config_files_inline_properties_go_over_its_file_and_under_the_environment(tmp_path: Path) -> None:
+    path = write(tmp_path, "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n")
+    inline = {"sasl.mechanism": "SCRAM-SHA-256", "sasl.jaas.config":
+              'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p";'}
+    client = KafkaClientProperties.load("monitored", path, {"KMON_MONITORED_KAFKA_SECURITY_PROTOCOL": "SASL_SSL"},
+                                        inline)
+    assert client.librdkafka() == {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256",
+                                   "sasl.username": "u", "sasl.password": "p"}
+    assert client.source == f"{path} and the config file's client: and KMON_MONITORED_KAFKA_*"
+
+
 def test_keystores(tmp_path: Path) -> None:
     pkcs12 = KafkaClientProperties("monitored", {"security.protocol": "SSL", "ssl.keystore.type": "PKCS12",
                                                  "ssl.keystore.location": "/k.p12", "ssl.keystore.password": "pw",
