@@ -1,4 +1,4 @@
-"""python -m bench [scrape|stream|idle|zk|kraft|groups|failover|peers|soak|startup] ... : prints Markdown tables for bench/README.md."""
+"""python -m bench [scrape|stream|idle|zk|kraft|groups|failover|peers|soak|startup|suite-cpu] ... : prints Markdown tables for bench/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import failover, groups, idle, kraft, peers, plot, scrape, soak, startup, stream, zk
+from bench import failover, groups, idle, kraft, peers, plot, scrape, soak, startup, stream, suite_cpu, zk
 from bench.peers.faults import FAULTS, NOT_ON_KRAFT
 from streaming.app import StreamConfig
 
@@ -82,6 +82,10 @@ def main() -> int:
     su.add_argument("--idle", type=float, default=60.0, help="idle seconds measured after that")
     su.add_argument("--broker-death", type=float, default=0.0,
                     help="then SIGKILL a follower broker and measure this many seconds after it (0: not)")
+    sc = sub.add_parser("suite-cpu", help="a command's CPU by process kind (default: the test suite), sampled "
+                                          "from /proc while it runs")
+    sc.add_argument("--every", type=float, default=2.0, help="seconds between two samples")
+    sc.add_argument("command", nargs="*", default=["make", "test"], help="the command (after --)")
     pl = sub.add_parser("plot", help="draw the stream cost curve, or the peers' fault -> alert times, from the JSON "
                                      "that `stream` or `peers` printed on stderr")
     pl.add_argument("rows", help="a file holding `stream`'s JSON list of rows or `peers`' JSON tables")
@@ -107,6 +111,8 @@ def main() -> int:
         rows = failover.run(args.rounds, args.trigger, log)
     elif args.what == "idle":
         rows = idle.run([float(t) for t in args.triggers.split(",")], args.seconds, log)
+    elif args.what == "suite-cpu":
+        rows = suite_cpu.run(args.command, args.every, log)
     elif args.what == "startup":
         rows = startup.run(args.jvm_options.split(","), args.kraft, args.settle, args.idle, args.broker_death, log)
     elif args.what == "zk":

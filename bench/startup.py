@@ -21,8 +21,8 @@ from kmon.toolchain import find_toolchain
 from stack.local import LocalStack, StackRequest
 
 # the stack's processes by what their command line names
-PARTS = [("kafka.Kafka", "Kafka"), ("QuorumPeerMain", "ZooKeeper"), ("org.apache.spark", "Spark JVM"),
-         ("pyspark", "Spark JVM"), ("daemon", "Spark Python workers"), ("cli stream", "stream driver"),
+PARTS = [("kafka.Kafka", "Kafka"), ("QuorumPeerMain", "ZooKeeper"), ("pydaemon", "Spark Python workers"),
+         ("org.apache.spark", "Spark JVM"), ("pyspark", "Spark JVM"), ("daemon", "Spark Python workers"), ("cli stream", "stream driver"),
          ("cli collect", "collectors"), ("alertmanager", "Alertmanager"), ("prometheus", "Prometheus")]
 
 
