@@ -16,19 +16,10 @@ from typing import Callable
 from unittest.mock import patch
 
 from bench.support.measure import cpu_seconds, descendants
+from bench.support.parts import part
 from cli.monitor import MonitorOptions, start_monitor
 from kmon.toolchain import find_toolchain
 from stack.local import LocalStack, StackRequest
-
-# the stack's processes by what their command line names
-PARTS = [("kafka.Kafka", "Kafka"), ("QuorumPeerMain", "ZooKeeper"), ("pydaemon", "Spark Python workers"),
-         ("org.apache.spark", "Spark JVM"), ("pyspark", "Spark JVM"), ("daemon", "Spark Python workers"), ("cli stream", "stream driver"),
-         ("cli collect", "collectors"), ("alertmanager", "Alertmanager"), ("prometheus", "Prometheus")]
-
-
-def part(cmdline: str) -> str:
-    return next((name for marker, name in PARTS if marker in cmdline), "other")
-
 
 def cpu_by_part(root: int, skip: int | None = None) -> Counter[str]:
     out: Counter[str] = Counter()

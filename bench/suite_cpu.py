@@ -1,6 +1,6 @@
 """Where a command's CPU goes, by process kind: the test suite (`make test`, the default) run while every
 process on the machine is sampled from /proc every few seconds, its CPU counted by what its command line
-names (bench/startup.py's parts, and the suite's own pytest processes). A process's last sample counts: up
+names (bench/support/parts.py). A process's last sample counts: up
 to one interval of a process that ends is lost, so the figures are a lower bound. The stacks' processes run
 in sessions of their own, which `time` does not count."""
 from __future__ import annotations
@@ -12,15 +12,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-from bench.startup import part
+from bench.support.parts import kind
 
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def kind(cmdline: str) -> str:
-    if "pytest" in cmdline or "import sys;exec(eval(sys.stdin.readline()))" in cmdline:   # xdist's workers
-        return "pytest"
-    return part(cmdline)
 
 
 def run(argv: list[str], every_s: float, progress: Callable[[str], None]) -> list[dict]:
