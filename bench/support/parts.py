@@ -13,7 +13,9 @@ def part(cmdline: str) -> str:
 
 
 def kind(cmdline: str) -> str:
-    """A part of a stack, or the suite's own pytest processes (xdist's workers among them)."""
-    if "pytest" in cmdline or "import sys;exec(eval(sys.stdin.readline()))" in cmdline:
+    """A part of a stack, or the suite's own pytest processes (xdist's workers among them); a stack's
+    process names the suite's directories (/tmp/pytest-of-...) and stays a part."""
+    found = part(cmdline)
+    if found == "other" and ("pytest" in cmdline or "import sys;exec(eval(sys.stdin.readline()))" in cmdline):
         return "pytest"
-    return part(cmdline)
+    return found

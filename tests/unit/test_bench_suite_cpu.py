@@ -24,6 +24,7 @@ def test_a_commands_cpu_is_counted_by_kind_and_what_ran_before_it_is_not() -> No
 def test_the_suites_processes_are_told_apart() -> None:
     assert kind("/v/bin/python -m pytest -n 2") == "pytest"
     assert kind("python -c import sys;exec(eval(sys.stdin.readline()))") == "pytest"
-    assert kind("java -cp libs/* kafka.Kafka server.properties") == "Kafka"
+    assert kind("java -Dkafka.logs.dir=/tmp/pytest-of-root/pytest-3/stack0/logs -cp libs/* kafka.Kafka b.properties"
+                ) == "Kafka"
     assert kind("python -m streaming.pydaemon pyspark.worker") == "Spark Python workers"
     assert kind("python -m cli collect groups --cluster c") == "collectors"
