@@ -191,18 +191,17 @@ def load(path: Path, environ: Mapping[str, str] = os.environ) -> ConfigFile:
     if not isinstance(clusters_node, yaml.SequenceNode) or not clusters_node.value:
         raise ConfigError(f"{path}:{clusters_node.start_mark.line + 1}: clusters: a list of clusters, "
                           "each with its cluster: and bootstrap-servers:")
-    clusters: list[ClusterEntry] = []
+    clusters: dict[str, ClusterEntry] = {}
     for node in clusters_node.value:
         entry = reader.cluster(node)
-        if any(c.cluster == entry.cluster for c in clusters):
-            first = next(c for c in clusters if c.cluster == entry.cluster)
+        if first := clusters.get(entry.cluster):
             raise ConfigError(f"{path}:{entry.line}: cluster {entry.cluster!r} is named twice (first at line "
                               f"{first.line})")
-        clusters.append(entry)
+        clusters[entry.cluster] = entry
     events = EventsEntry(**reader.section(top["events"][1], "events", _EVENTS_KEYS)) if "events" in top else EventsEntry()
     stream = (StreamEntry(**reader.section(top["stream"][1], "stream", _STREAM_KEYS, client=False))
               if "stream" in top else StreamEntry())
-    return ConfigFile(path, tuple(clusters), events, stream)
+    return ConfigFile(path, tuple(clusters.values()), events, stream)
 
 
 class _Reader:
