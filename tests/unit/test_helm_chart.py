@@ -5,13 +5,17 @@ Services and the ServiceMonitor, the PrometheusRule is deploy/prometheus/rules' 
 dashboards' ConfigMaps are dashboards/*.json. `helm lint` passes; bad values fail naming the value."""
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
+from string import Template
 from pathlib import Path
 
 import pytest
 import yaml
 
+from cli.main import build_parser
+from kmon.config_file import parse_with_file
 from kmon.toolchain import find_toolchain
 from streaming.app import StreamConfig
 from tests.unit.test_deploy import COLLECTOR_PORTS, assert_known, command
@@ -37,34 +41,85 @@ def test_helm_lint_passes_with_every_values_file() -> None:
         assert done.returncode == 0, f"{values}: {done.stdout}{done.stderr}"
 
 
+def config_file(docs: list[dict], root: Path) -> Path:
+    """The chart's kmon.yaml, written under ``root`` with the files it names there (empty), as the
+    containers' mounts would hold them."""
+    (text,) = [d["data"]["kmon.yaml"] for d in docs if d["kind"] == "ConfigMap" and "kmon.yaml" in d["data"]]
+    text = text.replace(" /etc/kmon/", f" {root}/etc/kmon/").replace(" /var/lib/kmon/", f" {root}/var/lib/kmon/")
+    for line in text.splitlines():
+        if line.strip().split(":", 1)[0] in ("command-config", "zk-client-config"):
+            path = Path(line.split(":", 1)[1].strip())
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+    path = root / "etc" / "kmon" / "config" / "kmon.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def parsed(argv: list[str], env: dict[str, str], config: Path, monkeypatch: pytest.MonkeyPatch) -> argparse.Namespace:
+    """The container's command as kmon parses it: its variables set, its config file read."""
+    with monkeypatch.context() as m:
+        for name, value in env.items():
+            m.setenv(name, str(config) if name == "KMON_CONFIG" else value)
+        return parse_with_file(build_parser(), argv, lambda a: " ".join(filter(None, (a.command, getattr(
+            a, "source", None)))))
+
+
 @pytest.mark.parametrize("values", VALUES, ids=lambda p: p.stem)
-def test_each_container_runs_a_kmon_command_with_its_own_flags_and_agreeing_ports(values: Path) -> None:
+def test_each_container_runs_a_kmon_command_with_its_own_flags_and_agreeing_ports(
+        values: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     docs = rendered(values)
-    clusters = yaml.safe_load(values.read_text())["clusters"]
+    given = yaml.safe_load(values.read_text())
+    clusters = {c["name"]: c for c in given["clusters"]}
+    config = config_file(docs, tmp_path)
     workloads = [d for d in docs if d["kind"] in ("Deployment", "StatefulSet")]
     assert len(workloads) == 2 * len(clusters) + 1   # two collectors per cluster, one stream app
     service_ports = {p["name"]: p["port"] for d in docs if d["kind"] == "Service" for p in d["spec"]["ports"]}
     for w in workloads:
         (container,) = w["spec"]["template"]["spec"]["containers"]
         parser = command(container["args"])
-        env = {e["name"]: e.get("value") for e in container["env"]}
-        assert_known(set(env), parser, w["metadata"]["name"])
+        env = {e["name"]: e["value"] if "value" in e else f"from {e['valueFrom']}" for e in container["env"]}
+        assert_known({e["name"] for e in container["env"]}, parser, w["metadata"]["name"])
+        args = parsed(container["args"], env, config, monkeypatch)
         (port,) = container["ports"]
-        assert str(port["containerPort"]) == env["KMON_METRICS_PORT"]
+        assert port["containerPort"] == args.metrics_port
         expected = StreamConfig.metrics_port if container["args"] == ["stream"] else COLLECTOR_PORTS[container["args"][1]]
         assert port["containerPort"] == expected and service_ports[port["name"]] == expected
         for probe in ("readinessProbe", "livenessProbe"):
             assert container[probe]["httpGet"]["port"] == port["name"]
         mounted = {m["mountPath"] for m in container.get("volumeMounts", [])}
-        for name, value in env.items():
-            if name.endswith("CONFIG") and value:   # a client properties file: on a mounted Secret
-                assert any(value.startswith(m + "/") for m in mounted), f"{name}={value} not mounted"
+        events = given.get("events", {})
+        if container["args"] == ["stream"]:
+            assert args.bootstrap_servers == events.get("bootstrapServers", "kmon-events-0.kmon-events:9092")
+            files = [args.events_command_config, args.checkpoint]
+        else:
+            cluster = clusters[args.cluster]
+            source = container["args"][1]
+            assert args.events_bootstrap_servers == events.get("bootstrapServers", "kmon-events-0.kmon-events:9092")
+            if source == "zk":
+                assert "".join(args.zookeeper) == cluster["zookeeper"]
+                assert bool(args.zk_client_config) == bool(cluster.get("clientSecret"))
+            else:
+                assert args.bootstrap_servers == cluster["bootstrapServers"]
+                assert bool(args.command_config) == bool(cluster.get("clientSecret"))
+                secret = {name: value for name, value in env.items() if not name.startswith("KMON_")}
+                assert getattr(args, "monitored_client", {}) == {   # inline, ${VAR} from the Secret's variable
+                    k: Template(v).substitute(secret) for k, v in cluster.get("client", {}).items()}
+            if source == "kraft":
+                assert (args.controllers, args.sampled) == ((None, True) if cluster.get("sampled") else
+                                                            (cluster["controllers"], False))
+            files = [getattr(args, "command_config", None), getattr(args, "zk_client_config", None),
+                     args.events_command_config]
+        for path in filter(None, files):   # a client properties file or the checkpoint: on a mounted volume
+            inside = "/" + str(path.relative_to(tmp_path))
+            assert any(inside.startswith(m + "/") for m in mounted), f"{inside} not mounted"
     by_cluster = {}
     for w in workloads:
         labels = w["metadata"]["labels"]
         if labels["app.kubernetes.io/component"] == "collector":
             by_cluster.setdefault(labels["kmon.io/cluster"], set()).add(labels["kmon.io/source"])
-    assert by_cluster == {c["name"]: {"zk" if c["mode"] == "zookeeper" else "kraft", "groups"} for c in clusters}
+    assert by_cluster == {name: {"zk" if c["mode"] == "zookeeper" else "kraft", "groups"} for name, c in clusters.items()}
 
 
 def test_the_prometheus_rule_is_kmons_rule_file_and_the_dashboards_are_its_json() -> None:

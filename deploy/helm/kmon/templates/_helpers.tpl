@@ -10,10 +10,59 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{ .Values.image.repository }}:{{ .Values.image.tag }}
 {{- end -}}
 
-{{- define "kmon.eventsEnv" -}}
-- {name: KMON_EVENTS_BOOTSTRAP_SERVERS, value: {{ required "events.bootstrapServers is required" .Values.events.bootstrapServers | quote }}}
-- {name: KMON_EVENTS_TOPIC, value: {{ .Values.events.topic | quote }}}
-{{- if .Values.events.clientSecret }}
-- {name: KMON_EVENTS_COMMAND_CONFIG, value: /etc/kmon/events/client.properties}
+{{- /* Where the config file is mounted in every container. */ -}}
+{{- define "kmon.configPath" -}}
+/etc/kmon/config/kmon.yaml
+{{- end -}}
+
+{{- /* The config file's text: its keys are the commands' flags (kmon/config_file.py). The mode, the
+controllers and whether to sample are the values' (kmon run finds them out; a chart cannot). */ -}}
+{{- define "kmon.configFile" -}}
+{{- $names := dict -}}
+clusters:
+{{- range $cluster := .Values.clusters }}
+{{- if not (regexMatch "^[A-Za-z0-9][A-Za-z0-9._-]*$" (toString $cluster.name)) }}
+{{- fail (printf "clusters: %q is not a cluster name (letters, digits, '.', '_', '-')" (toString $cluster.name)) }}
 {{- end }}
+{{- if hasKey $names $cluster.name }}
+{{- fail (printf "clusters: %q is named twice" $cluster.name) }}
+{{- end }}
+{{- $_ := set $names $cluster.name true }}
+{{- if not (has $cluster.mode (list "zookeeper" "kraft")) }}
+{{- fail (printf "clusters[%s].mode: %q is not zookeeper or kraft" $cluster.name (toString $cluster.mode)) }}
+{{- end }}
+  - cluster: {{ $cluster.name | quote }}
+    bootstrap-servers: {{ required (printf "clusters[%s].bootstrapServers is required" $cluster.name) $cluster.bootstrapServers | quote }}
+    {{- if eq $cluster.mode "zookeeper" }}
+    zookeeper: {{ required (printf "clusters[%s].zookeeper is required in mode zookeeper" $cluster.name) $cluster.zookeeper | quote }}
+    {{- else if $cluster.sampled }}
+    sampled: true
+    {{- else }}
+    controllers: {{ required (printf "clusters[%s].controllers is required in mode kraft (or sampled: true)" $cluster.name) $cluster.controllers | quote }}
+    {{- end }}
+    {{- if $cluster.clientSecret }}
+    command-config: /etc/kmon/client/client.properties
+    {{- if eq $cluster.mode "zookeeper" }}
+    zk-client-config: /etc/kmon/client/zookeeper.properties
+    {{- end }}
+    {{- end }}
+    {{- with $cluster.client }}
+    client:
+      {{- range $key, $value := . }}
+      {{ $key }}: {{ $value | toString | quote }}
+      {{- end }}
+    {{- end }}
+{{- end }}
+events:
+  bootstrap-servers: {{ required "events.bootstrapServers is required" .Values.events.bootstrapServers | quote }}
+  topic: {{ .Values.events.topic | quote }}
+  {{- if .Values.events.clientSecret }}
+  command-config: /etc/kmon/events/client.properties
+  {{- end }}
+stream:
+  checkpoint: /var/lib/kmon/checkpoint
+  metrics-port: {{ .Values.stream.port }}
+  {{- if .Values.stream.triggerInterval }}
+  trigger-interval: {{ .Values.stream.triggerInterval }}
+  {{- end }}
 {{- end -}}
