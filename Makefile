@@ -22,8 +22,8 @@ run: install
 # Your own cluster (README: Watch your own cluster), kmon's own parts beside it.
 BOOTSTRAP_SERVERS ?=
 watch: install
-	@test -n "$(BOOTSTRAP_SERVERS)" || { echo "make watch needs BOOTSTRAP_SERVERS=HOST:PORT[,...], your cluster's brokers" >&2; exit 2; }
-	$(VENV)/bin/kmon run --bootstrap-servers $(BOOTSTRAP_SERVERS) $(RUN_ARGS)
+	@test -n "$(BOOTSTRAP_SERVERS)$(CONFIG)" || { echo "make watch needs BOOTSTRAP_SERVERS=HOST:PORT[,...] (your cluster's brokers) or CONFIG=FILE (kmon's config file naming your clusters)" >&2; exit 2; }
+	$(VENV)/bin/kmon run $(if $(CONFIG),--config $(CONFIG),--bootstrap-servers $(BOOTSTRAP_SERVERS)) $(RUN_ARGS)
 
 test: install-test
 	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from kmon.config_file import ConfigError, load
 from kmon.reachability import tcp_probe
-from kmon.watched import KRAFT
 
 
 def add_config_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +27,7 @@ def add_config_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_config_check(args: argparse.Namespace) -> int:
     from cli.discovery import DiscoveryError, discover   # the Admin API's client, only here
-    from cli.watch import given
+    from cli.watch import of_entry
 
     try:
         config = load(args.file)
@@ -39,16 +38,13 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     watchable = True
     for entry in config.clusters:
         try:
-            found = discover(given(entry.bootstrap_servers, entry.command_config, entry.controllers, entry.zookeeper,
-                                   entry.zk_client_config, entry.client))
+            found = discover(of_entry(entry))
         except DiscoveryError as e:
             print(f"{entry.cluster}: cannot be watched: {e}")
             watchable = False
             continue
         for line in found.said:
             print(f"{entry.cluster}: {line}")
-        if entry.sampled and found.cluster.mode == KRAFT and found.cluster.exact:
-            print(f"{entry.cluster}: sampled, as the file asks (sampled: true), where it could be followed exactly")
         for line in found.warnings:
             print(f"{entry.cluster}: missing: {line}")
     events = config.events.bootstrap_servers

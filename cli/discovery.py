@@ -42,6 +42,7 @@ class NotAnswering(DiscoveryError):
 @dataclass(frozen=True)
 class Given:
     """What the user said about the cluster; the rest is found out."""
+    name: str                            # the `cluster` label kmon gives it
     bootstrap_servers: str
     client: Mapping[str, str]            # librdkafka settings of the monitored cluster
     security: ClientSecurity | None      # None: kmon's own Kafka client cannot log in as configured
@@ -51,6 +52,7 @@ class Given:
     zk_client_config: str = ""
     timeout_s: float = 10.0
     why_no_security: str = ""            # why security is None
+    sampled: bool = False                # KRaft: sample the brokers even where the log could be followed
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,7 @@ def discover(given: Given) -> Found:
     mode = _mode(settings) if settings else _mode_by_api(given)
     said = [f"cluster {cluster_id}: brokers {', '.join(map(str, brokers))}, "
             f"{MODE_WORDS[mode]}" + ("" if settings else f" (by its APIs: {why_no_settings})")]
-    base = WatchedCluster(mode=mode, bootstrap_servers=given.bootstrap_servers, cluster_id=cluster_id,
+    base = WatchedCluster(name=given.name, mode=mode, bootstrap_servers=given.bootstrap_servers, cluster_id=cluster_id,
                           command_config=given.command_config, zk_client_config=given.zk_client_config)
     if mode == KRAFT:
         return _kraft(base, given, settings, said)
@@ -176,6 +178,9 @@ def _kraft(base: WatchedCluster, given: Given, settings: Mapping[str, str], said
                              "listen (DescribeQuorum gave no endpoints, the brokers' settings were not readable): "
                              "give --controllers HOST:PORT[,...] (controller.quorum.bootstrap.servers)")
     said.append(f"controller quorum at {controllers} ({source})")
+    if given.sampled:
+        said.append("sampling the brokers' metadata, as asked (sampled: true), without asking for the metadata log")
+        return Found(replace(base, controllers=controllers, exact=False), tuple(said))
     refusal = fetch_refusal(controllers, given)
     if refusal is None:
         said.append("following the metadata log as an observer: every committed change, exact")

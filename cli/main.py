@@ -15,14 +15,14 @@ from pathlib import Path
 from cli.monitor import MonitorOptions, checkpoint_dir, start_monitor
 from dashboards.cli import add_grafana_flags, grafana_request
 from dashboards.push import PushError, PushRequest, without_userinfo
-from cli.watch import add_watch_flags, check_flags, default_name, find_cluster, stack_dir
+from cli.watch import add_watch_flags, check_flags, default_name, stack_dir, watched_clusters
 from kmon import flags, logs
-from kmon.config_file import parse_with_file
+from kmon.config_file import ConfigError, parse_with_file
 from kmon.signals import stop_on_signals
 from kmon.toolchain import find_toolchain
 from kmon.watched import KRAFT, MODE_WORDS, WatchedCluster
 from stack.keeper import Keeper, request_start
-from stack.local import Component, LocalStack, StackError, StackRequest, StackState
+from stack.local import EVENTS, Component, LocalStack, StackError, StackRequest, StackState
 from stack.owner import Busy, holder
 from stack.process import pid_alive, wait_until
 from streaming.paths import history_dir
@@ -202,21 +202,25 @@ def _kmon_command() -> str:
 
 
 def describe(state: StackState) -> str:
-    separate = state.events_bootstrap_servers != state.bootstrap_servers
-    lines = [f"stack in {_shown(state.dir)}",
-             *(_watched_cluster(state.watched) if state.watched else _kraft_cluster(state) if state.kraft else
-               ["  monitored cluster (Kafka in ZooKeeper mode)", f"    zookeeper        {state.zk_connect}"]),
-             f"    bootstrap        {state.bootstrap_servers}",
-             *(_client_configs(state)),
-             "  events cluster (kmon's own: one KRaft node)" if separate
-             else "  events cluster: the monitored cluster itself (--no-events-cluster)",
-             f"    bootstrap        {state.events_bootstrap_servers}"]
+    lines = [f"stack in {_shown(state.dir)}"]
+    if state.watched:
+        lines += [line for w in state.watched for line in _watched_cluster(w)]
+    else:
+        lines += [*(_kraft_cluster(state) if state.kraft else
+                    ["  monitored cluster (Kafka in ZooKeeper mode)", f"    zookeeper        {state.zk_connect}"]),
+                  f"    bootstrap        {state.bootstrap_servers}", *_client_configs(state)]
+    own = EVENTS in state.components
+    lines += ["  events cluster (kmon's own: one KRaft node)" if own else
+              "  events cluster (yours; kmon does not start or stop it)" if state.events else
+              "  events cluster: the monitored cluster itself (--no-events-cluster)",
+              f"    bootstrap        {state.events_bootstrap_servers}",
+              *([f"    client config    {state.events_command_config}"] if state.events_command_config else [])]
     for name, url in (("prometheus", state.url("prometheus")), ("alertmanager", state.url("alertmanager"))):
         if url:
             lines.append(f"  {name:<18} {url}")
     lines.append(f"  kmon exporter      http://127.0.0.1:{state.stream_port}/metrics (scraped by Prometheus)")
-    for source, port in state.collector_ports.items():
-        lines.append(f"  {'collector ' + source:<18} http://127.0.0.1:{port}/metrics")
+    for key, port in state.collector_ports.items():
+        lines.append(f"  {'collector ' + key:<18} http://127.0.0.1:{port}/metrics")
     if "stream" in state.components:
         lines.append(f"  {'what happened':<18} {_kmon_command()} history --dir {_shown(history_dir(checkpoint_dir(state.dir)))}")
     return "\n".join(lines)
@@ -229,8 +233,9 @@ def _watched_cluster(w: WatchedCluster) -> list[str]:
             "(the metadata log followed: exact)" if w.exact else "(the brokers' metadata sampled)")]
     else:
         how = [f"    zookeeper        {w.zookeeper}"]
-    return [f"  monitored cluster (yours: {MODE_WORDS[w.mode]}; kmon does not start or stop it)",
+    return [f"  monitored cluster {w.name} (yours: {MODE_WORDS[w.mode]}; kmon does not start or stop it)",
             f"    cluster id       {w.cluster_id}", *how,
+            f"    bootstrap        {w.bootstrap_servers}",
             *([f"    client config    {w.command_config}"] if w.command_config else [])]
 
 
@@ -346,20 +351,28 @@ def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except argparse.ArgumentTypeError as e:
         parser.error(str(e))
     grafana = grafana_request(args, None, RUN) if args.grafana_url else None   # bad credentials end it here
-    args.cluster = args.cluster or (default_name(args.bootstrap_servers) if args.bootstrap_servers else "local")
+    if not args.config:
+        args.cluster = args.cluster or (default_name(args.bootstrap_servers) if args.bootstrap_servers else "local")
     args.dir = stack_dir(args, DEFAULT_STACK_DIR)
     # everything `run` starts lives only as long as `run` does, even if it is SIGKILLed
     stack = LocalStack(args.dir, find_toolchain(), die_with_parent=True, command=RUN)
     # SIGTERM while starting unwinds as Ctrl-C does: what was started is stopped
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    request = _request(args)
-    if args.bootstrap_servers:
-        watched = find_cluster(args)
-        request = StackRequest(fast=args.fast, prometheus=not args.no_prometheus, watched=watched)
+    events = {"events": args.events_bootstrap_servers or "",
+              "events_command_config": str(args.events_command_config.resolve()) if args.events_command_config else ""}
+    request = replace(_request(args), **events)
+    if args.bootstrap_servers or args.config:
+        try:
+            watched = watched_clusters(args)
+        except ConfigError as e:
+            raise StackError(str(e)) from None
+        request = StackRequest(fast=args.fast, prometheus=not args.no_prometheus, watched=watched,
+                               config_file=str(args.config.resolve()) if args.config else "", **events)
     stack.up(request, fresh=args.fresh)   # on failure it stops what it started, and only that
     try:
         log.info("starting the monitor: collectors and the Spark app (Spark takes ~20 s to start)")
-        start_monitor(stack, MonitorOptions(cluster=args.cluster, trigger_seconds=args.trigger_interval))
+        start_monitor(stack, MonitorOptions(cluster=args.cluster, events_topic=args.events_topic,
+                                            trigger_seconds=args.trigger_interval))
         assert stack.state
         print(describe(stack.state), flush=True)
         if grafana:
@@ -367,7 +380,7 @@ def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         stopped = threading.Event()
         stop_on_signals(stopped)
         log.info("running; SIGTERM or Ctrl-C stops what kmon started" +
-                 (" (nothing of the watched cluster)" if args.bootstrap_servers else ""))
+                 (" (nothing of the watched clusters)" if stack.state.watched else ""))
         keeper = Keeper(stack)
         while not stopped.wait(KEEP_EVERY_S):
             keeper.check()

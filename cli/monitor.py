@@ -11,10 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kmon.events import EVENTS_TOPIC
-from stack.local import LocalStack, StackState, collector_sources
-
-COLLECTORS = collector_sources(kraft=False)   # a ZooKeeper-mode stack's
-
+from kmon.watched import WatchedCluster
+from stack.local import Collector, LocalStack, StackState
 
 @dataclass(frozen=True)
 class MonitorOptions:
@@ -36,49 +34,60 @@ def _kmon(*args: str) -> list[str]:
     return [sys.executable, "-m", "cli", *args]
 
 
-def collector_argv(stack: LocalStack, opts: MonitorOptions, source: str, metrics_port: int) -> list[str]:
-    """The command line of one collector of the stack's monitored cluster."""
+def collector_argv(stack: LocalStack, opts: MonitorOptions, collector: Collector, metrics_port: int) -> list[str]:
+    """The command line of one collector of the stack."""
     s = stack.state
     assert s, "the stack is not up"
-    return _kmon("collect", source, *_watched(s, opts, source), "--cluster", opts.cluster,
+    w = collector.watched
+    return _kmon("collect", collector.source, *_watched(s, opts, collector),
+                 *(("--config", s.config_file) if s.config_file else ()),   # its client properties inline
+                 "--cluster", w.name if w else opts.cluster,
                  "--events-bootstrap-servers", s.events_bootstrap_servers, "--events-topic", opts.events_topic,
-                 "--metrics-port", str(metrics_port))
+                 *_events_client_flags(s), "--metrics-port", str(metrics_port))
 
 
-def _watched(s: StackState, opts: MonitorOptions, source: str) -> list[str]:
+def _watched(s: StackState, opts: MonitorOptions, collector: Collector) -> list[str]:
     """The flags that say what one collector watches."""
-    client = _kafka_client_flags(s)
+    w, source = collector.watched, collector.source
+    bootstrap = w.bootstrap_servers if w else s.bootstrap_servers
+    client = _kafka_client_flags(s, w)
     if source == "groups":
         lag = ("--lag-interval", str(opts.groups_lag_seconds)) if opts.groups_lag_seconds else ()
-        return ["--bootstrap-servers", s.bootstrap_servers, "--poll-interval", str(opts.groups_poll_seconds), *lag,
-                *client]
-    if s.watched and source == "kraft" and not s.watched.exact:   # kmon may not follow the metadata log
-        return ["--sampled", "--bootstrap-servers", s.bootstrap_servers, *client]
+        return ["--bootstrap-servers", bootstrap, "--poll-interval", str(opts.groups_poll_seconds), *lag, *client]
+    if w and source == "kraft" and not w.exact:   # kmon may not follow the metadata log
+        return ["--sampled", "--bootstrap-servers", bootstrap, *client]
     if source == "kraft":   # the quorum itself: under KRaft the active controller is its leader
-        return ["--controllers", s.controllers, *client]
-    zk_client = s.watched.zk_client_config if s.watched else str(s.secure_files.zk_client) if s.secure_files else ""
-    return ["--zookeeper", s.zk_connect, *(("--zk-client-config", zk_client) if zk_client else ())]
+        return ["--controllers", w.controllers if w else s.controllers, *client]
+    zk_client = w.zk_client_config if w else str(s.secure_files.zk_client) if s.secure_files else ""
+    return ["--zookeeper", w.zookeeper if w else s.zk_connect,
+            *(("--zk-client-config", zk_client) if zk_client else ())]
 
 
-def _kafka_client_flags(s: StackState) -> tuple[str, ...]:
+def _kafka_client_flags(s: StackState, w: WatchedCluster | None) -> tuple[str, ...]:
     """--command-config of the monitored cluster, where it has one."""
-    path = s.watched.command_config if s.watched else str(s.secure_files.kafka_client) if s.secure_files else ""
+    path = w.command_config if w else str(s.secure_files.kafka_client) if s.secure_files else ""
     return ("--command-config", path) if path else ()
 
 
+def _events_client_flags(s: StackState) -> tuple[str, ...]:
+    return ("--events-command-config", s.events_command_config) if s.events_command_config else ()
+
+
 def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
-    """Start what is not running yet: the collectors (zk or kraft, and groups), then the stream app."""
+    """Start what is not running yet: the collectors (zk or kraft, and groups, of each cluster), then the
+    stream app."""
     s = stack.state
     assert s, "the stack is not up"
-    for source in collector_sources(s.kraft):
-        port = s.collector_ports[source]
-        if f"collector-{source}" not in s.components:
-            stack.add_service(f"collector-{source}", collector_argv(stack, opts, source, port), port,
+    for collector in s.collectors():
+        port = s.collector_ports[collector.key]
+        if f"collector-{collector.key}" not in s.components:
+            stack.add_service(f"collector-{collector.key}", collector_argv(stack, opts, collector, port), port,
                               marker=f"--metrics-port {port}", ready_url=f"http://127.0.0.1:{port}/healthz")
     if "stream" not in s.components:
         port = s.stream_port
         stack.add_service("stream", _kmon(
             "stream", "--bootstrap-servers", s.events_bootstrap_servers, "--events-topic", opts.events_topic,
+            *(("--config", s.config_file) if s.config_file else ()), *_events_client_flags(s),
             "--checkpoint", str(checkpoint_dir(stack.dir)),
             "--metrics-host", "127.0.0.1",
             "--metrics-port", str(port), "--master", opts.spark_master,

@@ -47,6 +47,14 @@ class ClusterEntry:
     zookeeper: tuple[str, str] | None = None
     zk_client_config: Path | None = None
     sampled: bool = False
+    # what this machine lacks for this cluster (an unset ${VAR}, a missing client file): said when the
+    # entry is used, so one cluster's secrets need not be where another's collector runs
+    unusable: str = ""
+
+    def usable(self) -> "ClusterEntry":
+        if self.unusable:
+            raise ConfigError(self.unusable)
+        return self
 
 
 @dataclass(frozen=True)
@@ -76,22 +84,26 @@ class ConfigFile:
         names = ", ".join(c.cluster for c in self.clusters)
         if name is None:
             if len(self.clusters) == 1:
-                return self.clusters[0]
+                return self.clusters[0].usable()
             raise ConfigError(f"{self.path} names several clusters ({names}): --cluster NAME says which")
         for entry in self.clusters:
             if entry.cluster == name:
-                return entry
+                return entry.usable()
         raise ConfigError(f"{self.path}: no cluster {name!r} (it names {names})")
 
 
 def flag_values(command: str, config: ConfigFile, cluster: str | None) -> dict[str, Any]:
     """What the file gives ``command`` ("collect zk", "collect kraft", "collect groups" for the cluster
-    named ``cluster``, or "stream"): its flags' values by their argparse names, and ``monitored_client`` /
+    named ``cluster``, "stream", or "run"): its flags' values by their argparse names, and ``monitored_client`` /
     ``events_client`` for the inline client properties. What the file leaves out is not there."""
     events = config.events
-    if command == "stream":
-        stream = config.stream
+    if command == "run":   # the clusters: cmd_run reads them from the file itself
         values: dict[str, Any] = {
+            "events_bootstrap_servers": events.bootstrap_servers, "events_command_config": events.command_config,
+            "events_topic": events.topic, "trigger_interval": config.stream.trigger_interval}
+    elif command == "stream":
+        stream = config.stream
+        values = {
             "bootstrap_servers": events.bootstrap_servers, "events_topic": events.topic,
             "events_command_config": events.command_config, "events_client": events.client,
             "checkpoint": stream.checkpoint, "metrics_port": stream.metrics_port,
@@ -238,14 +250,16 @@ class _Reader:
             raise ConfigError(f"{self.where(node)}: {what}: a single value")
         return node.value
 
-    def section(self, node: Any, what: str, keys: Mapping[str, Check], client: bool = True) -> dict[str, Any]:
+    def section(self, node: Any, what: str, keys: Mapping[str, Check], client: bool = True,
+                lacking: list[str] | None = None) -> dict[str, Any]:
         """A mapping of flag names to values, each checked as its flag checks it; with ``client``, inline
-        client properties under ``client:``."""
+        client properties under ``client:``. With ``lacking``, what this machine lacks (a client file, a
+        variable) is added there instead of raised."""
         allowed = set(keys) | ({"client"} if client else set())
         out: dict[str, Any] = {}
         for key, (key_node, value_node) in self.mapping(node, what, allowed).items():
             if key == "client":
-                out["client"] = self.client(value_node, f"{what}: client")
+                out["client"] = self.client(value_node, f"{what}: client", lacking)
                 continue
             text = self.scalar(value_node, f"{what}: {key}")
             if key in _PATHS:
@@ -253,10 +267,13 @@ class _Reader:
             try:
                 out[key.replace("-", "_")] = keys[key](text)
             except (ValueError, argparse.ArgumentTypeError) as e:
-                raise ConfigError(f"{self.where(value_node)}: {what}: {key}: {e}") from None
+                problem = f"{self.where(value_node)}: {what}: {key}: {e}"
+                if lacking is None or keys[key] is not flags.readable_file:
+                    raise ConfigError(problem) from None
+                lacking.append(problem)
         return out
 
-    def client(self, node: Any, what: str) -> dict[str, str]:
+    def client(self, node: Any, what: str, lacking: list[str] | None) -> dict[str, str]:
         """Kafka client properties, ${VAR} taken from the environment."""
         out = {}
         for key, (_, value_node) in self.mapping(node, what, None).items():
@@ -264,15 +281,20 @@ class _Reader:
 
             def variable(m: re.Match[str]) -> str:
                 if m.group(1) not in self.environ:
-                    raise ConfigError(f"{self.where(value_node)}: {what}: {key}: the environment variable "
-                                      f"{m.group(1)} is not set")
+                    problem = (f"{self.where(value_node)}: {what}: {key}: the environment variable {m.group(1)} "
+                               "is not set")
+                    if lacking is None:
+                        raise ConfigError(problem)
+                    lacking.append(problem)
+                    return m.group(0)
                 return self.environ[m.group(1)]
             out[key] = _VARIABLE.sub(variable, text)
         return out
 
     def cluster(self, node: Any) -> ClusterEntry:
-        values = self.section(node, "cluster", _CLUSTER_KEYS)
+        lacking: list[str] = []
+        values = self.section(node, "cluster", _CLUSTER_KEYS, lacking=lacking)
         for required in ("cluster", "bootstrap_servers"):
             if required not in values:
                 raise ConfigError(f"{self.where(node)}: cluster: {required.replace('_', '-')} is missing")
-        return ClusterEntry(line=node.start_mark.line + 1, **values)
+        return ClusterEntry(line=node.start_mark.line + 1, unusable="; ".join(lacking), **values)

@@ -1,4 +1,5 @@
-"""A cluster kmon watches but did not start (`kmon run --bootstrap-servers`): what kmon found out about
+"""A cluster kmon watches but did not start (`kmon run --bootstrap-servers`, or each of a config file's
+clusters with `kmon run --config`): what kmon found out about
 it, and so which collector follows its control plane and from where. Written by the discovery
 (cli/discovery.py), kept in the stack's state, read when the collectors are started."""
 from __future__ import annotations
@@ -12,6 +13,7 @@ MODE_WORDS = {KRAFT: "KRaft mode", ZOOKEEPER: "ZooKeeper mode",
 
 @dataclass(frozen=True)
 class WatchedCluster:
+    name: str                  # the `cluster` label of its series
     mode: str                  # KRAFT, ZOOKEEPER, or MIGRATION (ZooKeeper brokers, a KRaft controller)
     bootstrap_servers: str     # the brokers, as the user gave them
     cluster_id: str = ""

@@ -99,24 +99,28 @@ class StackState:
     kraft: bool = False    # the monitored cluster is a KRaft cluster of Kafka 4.x, no ZooKeeper
     kraft_controllers: int = 0   # its dedicated controllers; 0: every broker is a controller too
     cluster_id: str = ""   # the KRaft cluster's id, which its nodes' storage was formatted with
-    watched: WatchedCluster | None = None   # a cluster kmon did not start: this stack is kmon's parts only
+    # clusters kmon did not start: this stack is kmon's parts only
+    watched: tuple[WatchedCluster, ...] = ()
+    config_file: str = ""   # the config file that named them (absolute; "" none): their collectors read it too
+    events: str = ""        # an events cluster kmon did not start ("" its own node, or the monitored cluster)
+    events_command_config: str = ""   # its client properties file (absolute; "" none)
 
     @property
     def flags(self) -> str:
         """The `kmon stack up` flags that make a stack of this shape (a resume must give the same)."""
         if self.watched:
-            return watched_flags(self.watched)
+            return watched_flags(self.watched, self.config_file)
         return shape_flags(self.kraft, self.brokers, self.kraft_controllers, self.chroot, self.secure)
+
+    def collectors(self) -> list[Collector]:
+        return collectors(self.kraft, self.watched)
 
     @property
     def secure_files(self) -> SecureFiles | None:
         return SecureFiles(self.dir / "secure") if self.secure else None
 
     def kafka_client(self) -> dict[str, str]:
-        """librdkafka settings a client of the monitored cluster needs (none unless secure)."""
-        if self.watched:
-            path = self.watched.command_config
-            return KafkaClientProperties.load("monitored", Path(path), os.environ).librdkafka() if path else {}
+        """librdkafka settings a client of the local monitored cluster needs (none unless secure)."""
         files = self.secure_files
         return KafkaClientProperties.load("monitored", files.kafka_client, {}).librdkafka() if files else {}
 
@@ -131,21 +135,17 @@ class StackState:
 
     @property
     def zk_connect(self) -> str:
-        return self.watched.zookeeper if self.watched else self.zk_address + self.chroot
+        return self.zk_address + self.chroot
 
     @property
     def bootstrap_servers(self) -> str:
-        """The monitored cluster's brokers."""
-        if self.watched:
-            return self.watched.bootstrap_servers
+        """The local monitored cluster's brokers ("" in a stack that watches others)."""
         return ",".join(f"127.0.0.1:{c.port}" for n, c in self.components.items()
                         if n.startswith("broker-"))
 
     @property
     def controllers(self) -> str:
-        """The KRaft controller quorum: the CONTROLLER listeners of its voters (combined nodes included)."""
-        if self.watched:
-            return self.watched.controllers
+        """The local KRaft controller quorum: the CONTROLLER listeners of its voters (combined nodes included)."""
         return ",".join(f"127.0.0.1:{c.controller_port}" for c in self.components.values() if c.controller_port)
 
     @property
@@ -156,9 +156,9 @@ class StackState:
 
     @property
     def events_bootstrap_servers(self) -> str:
-        """Where kmon's events go: its own cluster, or the monitored one when the stack has none."""
+        """Where kmon's events go: its own node, the user's events cluster, or the monitored one."""
         events = self.components.get(EVENTS)
-        return f"127.0.0.1:{events.port}" if events else self.bootstrap_servers
+        return f"127.0.0.1:{events.port}" if events else self.events or self.bootstrap_servers
 
     def url(self, name: str) -> str | None:
         c = self.components.get(name)
@@ -193,8 +193,9 @@ class StackState:
             raw = json.loads(path.read_text())
             raw["dir"] = Path(raw["dir"])
             raw["components"] = {k: Component(**_known(Component, v)) for k, v in raw["components"].items()}
-            if raw.get("watched"):
-                raw["watched"] = WatchedCluster(**_known(WatchedCluster, raw["watched"]))
+            watched = raw.get("watched") or ()
+            raw["watched"] = tuple(WatchedCluster(**_known(WatchedCluster, w))
+                                   for w in ([watched] if isinstance(watched, dict) else watched))
             return cls(**_known(cls, raw))
         except FileNotFoundError:
             return None
@@ -211,14 +212,32 @@ def shape_flags(kraft: bool, brokers: int, controllers: int, chroot: str, secure
     return shape + (" --secure" if secure else "")
 
 
-def watched_flags(watched: WatchedCluster) -> str:
-    """Pure: the flag that says which cluster a stack of kmon's parts alone watches."""
-    return f"--bootstrap-servers {watched.bootstrap_servers}"
+def watched_flags(watched: tuple[WatchedCluster, ...], config_file: str) -> str:
+    """Pure: the flag that says which clusters a stack of kmon's parts alone watches (a config file's
+    clusters may change between runs: the file's fleet grows)."""
+    return f"--config {config_file}" if config_file else f"--bootstrap-servers {watched[0].bootstrap_servers}"
 
 
 def collector_sources(kraft: bool) -> tuple[str, str]:
     """The collectors of a stack's monitored cluster, by source: its control plane's and the groups'."""
     return ("kraft" if kraft else "zk", "groups")
+
+
+@dataclass(frozen=True)
+class Collector:
+    """One collector process of a stack."""
+    key: str       # its name in collector_ports; its component is "collector-<key>"
+    source: str    # zk, kraft or groups
+    watched: WatchedCluster | None   # the cluster kmon did not start that it watches; None: the local one
+
+
+def collectors(kraft: bool, watched: tuple[WatchedCluster, ...]) -> list[Collector]:
+    """Pure: the collectors of a stack: two of its local cluster, or two of each watched cluster, keyed
+    by source there and by source@cluster here."""
+    if not watched:
+        return [Collector(source, source, None) for source in collector_sources(kraft)]
+    return [Collector(f"{source}@{w.name}", source, w) for w in watched
+            for source in collector_sources(w.mode == KRAFT)]
 
 
 def _known(cls: type, raw: dict) -> dict:
@@ -237,6 +256,8 @@ class StackRequest:
     zk_port: int = 0          # 0 = a free port
     first_broker_port: int = 0
     events_cluster: bool = True   # False: kmon's events travel on the monitored cluster itself
+    events: str = ""              # an events cluster kmon did not start: no node of its own then
+    events_command_config: str = ""
     secure: bool = False          # SASL_SSL brokers, ZooKeeper with SASL and ACLs (see secure.py)
     profile: configs.Profile | None = None   # timing; None: Profile.fast() or Profile() after ``fast``
     # extra JVM options of each monitored broker by id (e.g. a Java agent on a port of its own)
@@ -248,9 +269,10 @@ class StackRequest:
     # properties of every server of the monitored cluster, over the profile's (e.g.
     # unclean.leader.election.enable=true)
     extra_props: dict[str, str] = field(default_factory=dict)
-    # a cluster kmon did not start, to watch: the stack is then kmon's parts alone (events node,
+    # clusters kmon did not start, to watch: the stack is then kmon's parts alone (events node,
     # Prometheus, Alertmanager), and the shape fields above are not used
-    watched: WatchedCluster | None = None
+    watched: tuple[WatchedCluster, ...] = ()
+    config_file: str = ""   # the config file that named them
 
     def timing(self) -> configs.Profile:
         if self.profile is not None:
@@ -265,13 +287,12 @@ class StackRequest:
     @property
     def flags(self) -> str:
         if self.watched:
-            return watched_flags(self.watched)
+            return watched_flags(self.watched, self.config_file)
         return shape_flags(self.kraft, self.brokers, self.controllers, self.chroot, self.secure)
 
     @property
-    def kraft_cluster(self) -> bool:
-        """The monitored cluster runs KRaft (the collectors follow its metadata quorum)."""
-        return self.watched.mode == KRAFT if self.watched else self.kraft
+    def own_events_node(self) -> bool:
+        return self.events_cluster and not self.events
 
     def check(self) -> None:
         """Flags that do not go together: one line naming them."""
@@ -339,10 +360,11 @@ class LocalStack:
         pick = PortPicker(req.reserved_ports).pick   # each server's earlier port where it is free still
         self.state = StackState(dir=self.dir, chroot=req.chroot, brokers=req.brokers, fast=req.fast,
                                 stream_port=pick(again.stream_port),
-                                collector_ports={source: pick(again.collector_ports.get(source, 0))
-                                                 for source in collector_sources(req.kraft_cluster)},
-                                secure=req.secure, kraft=req.kraft_cluster, kraft_controllers=req.controllers,
-                                cluster_id=again.cluster_id, watched=req.watched)
+                                collector_ports={c.key: pick(again.collector_ports.get(c.key, 0))
+                                                 for c in collectors(req.kraft, req.watched)},
+                                secure=req.secure, kraft=req.kraft, kraft_controllers=req.controllers,
+                                cluster_id=again.cluster_id, watched=req.watched, config_file=req.config_file,
+                                events=req.events, events_command_config=req.events_command_config)
         if self.state.secure_files:
             self.state.secure_files.write()
         started = time.monotonic()
@@ -351,7 +373,7 @@ class LocalStack:
                 self._write_kraft_nodes(req, again, pick)
             elif not req.watched:   # a watched cluster runs on its own
                 self._write_zookeeper_cluster(req, again, profile, pick, resumed=previous is not None)
-            if req.events_cluster:
+            if req.own_events_node:
                 self._write_events_node(profile, pick(again.port_of(EVENTS)), pick())
             for c in self._servers():  # all at once: the JVMs start in parallel
                 self._spawn(c)
@@ -362,7 +384,7 @@ class LocalStack:
             elif not req.watched:
                 for i in range(req.brokers):
                     self._wait_broker(i + 1)
-            if req.events_cluster:
+            if req.own_events_node:
                 self._wait_events_node()
             if not req.kraft and not req.watched:
                 wait_until(lambda: self.controller_id() >= 0, 60, "controller election")

@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from cli.monitor import COLLECTORS, MonitorOptions, collector_argv
+from cli.monitor import MonitorOptions, collector_argv
 from kmon.events import EVENTS_TOPIC
 from kmon.history import CONTROLLER_CHANGES
 from kmon.metrics import CATALOG
@@ -554,10 +554,10 @@ def test_13_two_collectors_of_each_kind_count_every_transition_once(mon: LocalSt
     topic, group = "s13-ha", "s13-group"
     try:
         for n in (1, 2):
-            for source in COLLECTORS:
+            for collector in mon.state.collectors():
                 port = free_port()
-                added.append(f"ha-{source}-{n}")
-                mon.add_service(added[-1], collector_argv(mon, opts, source, port), port,
+                added.append(f"ha-{collector.source}-{n}")
+                mon.add_service(added[-1], collector_argv(mon, opts, collector, port), port,
                                 marker=f"--metrics-port {port}", ready_url=f"http://127.0.0.1:{port}/healthz")
 
         def views(cluster: str) -> dict[tuple[str, frozenset], float]:

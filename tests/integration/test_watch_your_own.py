@@ -196,3 +196,68 @@ def test_a_secured_kraft_cluster_that_does_not_grant_kmon_the_metadata_log(
                                        r"WARNING .*CLUSTER_AUTHORIZATION_FAILED.*granting kmon's principal "
                                        r"CLUSTER_ACTION on the cluster makes it exact"], controllers={3001},
              env={"KMON_COMMAND_CONFIG": str(cluster.client_config)}, admin=cluster.admin_client)
+
+
+def readme_fleet_command(config: Path) -> list[str]:
+    """The README's "Watch a fleet" command, its file this test's."""
+    block = (ROOT / "README.md").read_text().split("### Watch a fleet", 1)[1].split("```sh", 1)[1]
+    first = next(line for line in block.split("```", 1)[0].splitlines() if line.strip())
+    return [word.replace("kmon.yaml", str(config)) for word in shlex.split(first.split("#", 1)[0])]
+
+
+def firing_in(prometheus: str, cluster: str) -> set[str]:
+    with urllib.request.urlopen(f"{prometheus}/api/v1/alerts", timeout=5) as r:
+        alerts = json.load(r)["data"]["alerts"]
+    return {a["labels"]["alertname"] for a in alerts if a["state"] == "firing" and a["labels"].get("cluster") == cluster}
+
+
+def test_a_config_file_with_a_cluster_of_each_mode_watched_on_one_metrics(
+        tmp_path: Path, toolchain: Toolchain, runs: list[Run]) -> None:
+    """`kmon run --config` on a secured KRaft cluster (its client properties inline in the file, the
+    password from the environment; not granted the metadata log, so sampled) and a ZooKeeper-mode cluster
+    under a chroot: both on one /metrics, told apart by their names; a broker of one SIGKILLed fires
+    BrokerDown for that one only; Ctrl-C leaves both clusters running."""
+    kraft, zk = PlainCluster(tmp_path / "kraft", toolchain), PlainCluster(tmp_path / "zk", toolchain)
+    try:
+        for plain in (kraft, zk):
+            plain.dir.mkdir()
+        # one after the other from this thread: a process dies with the thread that started it
+        kraft.start_kraft(brokers=2, controller_id=3001, secured=True)
+        zk.start_zookeeper_mode(chroot="/kafka", brokers=2)
+        config = tmp_path / "kmon.yaml"
+        config.write_text(
+            f"clusters:\n  - cluster: locked\n    bootstrap-servers: {kraft.bootstrap}\n    client:\n"
+            "      security.protocol: SASL_PLAINTEXT\n      sasl.mechanism: PLAIN\n"
+            "      sasl.jaas.config: org.apache.kafka.common.security.plain.PlainLoginModule required "
+            'username="kmon" password="${KMON_TEST_SECRET}";\n'
+            f"  - cluster: legacy\n    bootstrap-servers: {zk.bootstrap}\n")
+        directory = tmp_path / "kmon"
+        run = Run(readme_fleet_command(config), {**os.environ, "KMON_DIR": str(directory),
+                                                 "KMON_TEST_SECRET": "kmon-secret"}, tmp_path / "run.log")
+        runs.append(run)
+        at = addresses(run)
+        run.line(r"locked: sampling the brokers' metadata instead of following the metadata log", 5)
+        run.line(rf"legacy: following ZooKeeper at 127\.0\.0\.1:{zk.ports['zookeeper']}/kafka ", 5)
+
+        def of(cluster: str, name: str) -> float | None:
+            return metrics(int(at["exporter"])).get((name, frozenset({"cluster": cluster}.items())))
+        for cluster, controllers in (("locked", {3001}), ("legacy", {1, 2})):
+            eventually(lambda: of(cluster, "kmon_brokers") == 2, 180, f"{cluster}'s two brokers on /metrics")
+            eventually(lambda: of(cluster, "kmon_controller_id") in controllers, 60, f"{cluster}'s controller")
+
+        zk.kill("broker-2")
+        eventually(lambda: "BrokerDown" in firing_in(at["prometheus"], "legacy"), 120, "BrokerDown of legacy")
+        assert "BrokerDown" not in firing_in(at["prometheus"], "locked")
+        assert of("locked", "kmon_brokers") == 2 and of("legacy", "kmon_brokers") == 1
+
+        state = StackState.load(directory)
+        assert state and sorted(state.collector_ports) == ["groups@legacy", "groups@locked", "kraft@locked", "zk@legacy"]
+        mine = [(c.pid, c.marker, c.name) for c in state.components.values()]
+        run.stop(signal.SIGINT)
+        assert "stopped everything kmon run started" in run.said() and "Traceback" not in run.said(), \
+            run.said()[-3000:]
+        assert not [name for pid, marker, name in mine if pid_alive(pid) and marker in cmdline(pid)]
+        assert kraft.alive() == sorted(kraft.procs) and zk.alive() == sorted(set(zk.procs) - {"broker-2"})
+    finally:
+        kraft.stop()
+        zk.stop()

@@ -73,13 +73,9 @@ def test_a_minimal_file_is_one_cluster(tmp_path: Path) -> None:
     (GOOD.replace("metrics-port: 9308", "metrics-port: lots"), r"kmon.yaml:19: stream: metrics-port: 'lots' is not an integer"),
     (GOOD.replace("sampled: true", "sampled: maybe"), r"kmon.yaml:14: cluster: sampled: 'maybe' is not true or false"),
     (GOOD.replace("cluster: legacy", "cluster: legacy/east"), r"kmon.yaml:7: cluster: cluster: 'legacy/east' is not a cluster name"),
-    (GOOD.replace("command-config: legacy.properties", "command-config: missing.properties"),
-     r"kmon.yaml:10: cluster: command-config: '.*/missing.properties' is not a file"),
     (GOOD.replace("    controllers: c1:9093\n", "    controllers: c1:9093\n    controllers: c2:9093\n"),
      r"kmon.yaml:14: cluster: controllers is given twice \(first at line 13\)"),
     (GOOD.replace("  - cluster: legacy\n", "  - \n"), r"kmon.yaml:8: cluster: cluster is missing"),
-    (GOOD.replace("${PROD_PASSWORD}", "${NOT_SET_ANYWHERE}"),
-     r"kmon.yaml:6: cluster: client: sasl.jaas.config: the environment variable NOT_SET_ANYWHERE is not set"),
     (GOOD.replace("events:", "event:"), r"kmon.yaml:15: the file: unknown key 'event' \(known: clusters, events, stream\)"),
     (GOOD.replace("  topic: kmon-events-fleet", "  topic: [a, b]"), r"kmon.yaml:17: events: topic: a single value"),
     ("clusters: prod\n", r"kmon.yaml:1: clusters: a list of clusters"),
@@ -90,6 +86,23 @@ def test_a_minimal_file_is_one_cluster(tmp_path: Path) -> None:
 def test_a_bad_file_is_one_error_naming_the_line_and_the_key(tmp_path: Path, text: str, error: str) -> None:
     with pytest.raises(ConfigError, match=error):
         load(write(tmp_path, text), {"PROD_PASSWORD": "x"})
+
+
+@pytest.mark.parametrize("text, cluster, error", [
+    (GOOD.replace("command-config: legacy.properties", "command-config: missing.properties"), "legacy",
+     r"kmon.yaml:10: cluster: command-config: '.*/missing.properties' is not a file"),
+    (GOOD.replace("${PROD_PASSWORD}", "${NOT_SET_ANYWHERE}"), "prod",
+     r"kmon.yaml:6: cluster: client: sasl.jaas.config: the environment variable NOT_SET_ANYWHERE is not set"),
+])
+def test_what_one_cluster_lacks_here_is_said_where_that_cluster_is_used(
+        tmp_path: Path, text: str, cluster: str, error: str) -> None:
+    """A collector of one cluster runs where another's secrets and client files are not (a Helm chart's
+    pods): the file loads, the other clusters are used, the lacking one is one error naming the line."""
+    config = load(write(tmp_path, text), {"PROD_PASSWORD": "x"})
+    others = [c.cluster for c in config.clusters if c.cluster != cluster]
+    assert [config.cluster(name).cluster for name in others] == others
+    with pytest.raises(ConfigError, match=error):
+        config.cluster(cluster)
 
 
 def test_a_file_that_cannot_be_read_is_named(tmp_path: Path) -> None:
@@ -131,6 +144,10 @@ def test_each_command_takes_its_flags_from_the_file_and_a_flag_or_variable_wins(
     stream = parsed("stream", "--config", str(path))
     assert (stream.bootstrap_servers, stream.trigger_interval, stream.metrics_port) == ("events1:9092", 0.5, 9999)
     assert stream.checkpoint == tmp_path / "state" / "checkpoint"
+    run = parsed("run", "--config", str(path), "--cluster", "prod")   # the clusters: cmd_run reads them
+    assert (run.events_bootstrap_servers, run.events_topic, run.trigger_interval, run.cluster) == (
+        "events1:9092", "kmon-events-fleet", 0.5, "prod")
+    assert run.bootstrap_servers is None and run.controllers is None
     assert flag_values("collect groups", load(path, {"PROD_PASSWORD": "x"}), "legacy") == {
         "cluster": "legacy", "bootstrap_servers": "old1:9092", "command_config": tmp_path / "legacy.properties",
         "events_bootstrap_servers": "events1:9092", "events_topic": "kmon-events-fleet"}

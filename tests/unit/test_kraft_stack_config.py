@@ -173,7 +173,9 @@ def test_a_kraft_stack_is_watched_by_the_kraft_collector_on_its_quorum(tmp_path:
     assert collector_sources(True) == ("kraft", "groups") and collector_sources(False) == ("zk", "groups")
     stack = LocalStack(tmp_path, toolchain=None)  # type: ignore[arg-type]
     stack.state = _kraft_state(tmp_path)
-    argv = collector_argv(stack, MonitorOptions(cluster="k4"), "kraft", 24002)
+    control_plane = stack.state.collectors()[0]
+    assert (control_plane.key, control_plane.source, control_plane.watched) == ("kraft", "kraft", None)
+    argv = collector_argv(stack, MonitorOptions(cluster="k4"), control_plane, 24002)
     assert argv[argv.index("collect"):] == [
         "collect", "kraft", "--controllers", "127.0.0.1:23001", "--cluster", "k4",
         "--events-bootstrap-servers", "127.0.0.1:24000", "--events-topic", MonitorOptions().events_topic,
