@@ -215,8 +215,9 @@ def test_a_config_file_with_a_cluster_of_each_mode_watched_on_one_metrics(
         tmp_path: Path, toolchain: Toolchain, runs: list[Run]) -> None:
     """`kmon run --config` on a secured KRaft cluster (its client properties inline in the file, the
     password from the environment; not granted the metadata log, so sampled) and a ZooKeeper-mode cluster
-    under a chroot: both on one /metrics, told apart by their names; a broker of one SIGKILLed fires
-    BrokerDown for that one only; Ctrl-C leaves both clusters running."""
+    under a chroot, kmon's events on a topic of the user's (the file's events:, secured as well): both
+    clusters on one /metrics, told apart by their names; a broker of one SIGKILLed fires BrokerDown for
+    that one only; Ctrl-C leaves both clusters running."""
     kraft, zk = PlainCluster(tmp_path / "kraft", toolchain), PlainCluster(tmp_path / "zk", toolchain)
     try:
         for plain in (kraft, zk):
@@ -225,12 +226,14 @@ def test_a_config_file_with_a_cluster_of_each_mode_watched_on_one_metrics(
         kraft.start_kraft(brokers=2, controller_id=3001, secured=True)
         zk.start_zookeeper_mode(chroot="/kafka", brokers=2)
         config = tmp_path / "kmon.yaml"
-        config.write_text(
-            f"clusters:\n  - cluster: locked\n    bootstrap-servers: {kraft.bootstrap}\n    client:\n"
-            "      security.protocol: SASL_PLAINTEXT\n      sasl.mechanism: PLAIN\n"
-            "      sasl.jaas.config: org.apache.kafka.common.security.plain.PlainLoginModule required "
-            'username="kmon" password="${KMON_TEST_SECRET}";\n'
-            f"  - cluster: legacy\n    bootstrap-servers: {zk.bootstrap}\n")
+        client = ("    client:\n      security.protocol: SASL_PLAINTEXT\n      sasl.mechanism: PLAIN\n"
+                  "      sasl.jaas.config: org.apache.kafka.common.security.plain.PlainLoginModule required "
+                  'username="kmon" password="${KMON_TEST_SECRET}";\n')
+        # the events on a cluster of the user's (here the KRaft one, whose brokers this test leaves alone)
+        config.write_text(f"clusters:\n  - cluster: locked\n    bootstrap-servers: {kraft.bootstrap}\n{client}"
+                          f"  - cluster: legacy\n    bootstrap-servers: {zk.bootstrap}\n"
+                          f"events:\n  bootstrap-servers: {kraft.bootstrap}\n  topic: kmon-fleet\n"
+                          + client.replace("\n    ", "\n  ").replace("    client:", "  client:", 1))
         directory = tmp_path / "kmon"
         run = Run(readme_fleet_command(config), {**os.environ, "KMON_DIR": str(directory),
                                                  "KMON_TEST_SECRET": "kmon-secret"}, tmp_path / "run.log")
@@ -238,6 +241,7 @@ def test_a_config_file_with_a_cluster_of_each_mode_watched_on_one_metrics(
         at = addresses(run)
         run.line(r"locked: sampling the brokers' metadata instead of following the metadata log", 5)
         run.line(rf"legacy: following ZooKeeper at 127\.0\.0\.1:{zk.ports['zookeeper']}/kafka ", 5)
+        run.line(rf"^  events cluster \(yours; kmon does not start or stop it\)\n    bootstrap        {kraft.bootstrap}$", 5)
 
         def of(cluster: str, name: str) -> float | None:
             return metrics(int(at["exporter"])).get((name, frozenset({"cluster": cluster}.items())))
@@ -252,6 +256,9 @@ def test_a_config_file_with_a_cluster_of_each_mode_watched_on_one_metrics(
 
         state = StackState.load(directory)
         assert state and sorted(state.collector_ports) == ["groups@legacy", "groups@locked", "kraft@locked", "zk@legacy"]
+        assert "events" not in state.components   # no events node of kmon's own
+        admin = AdminClient({"bootstrap.servers": kraft.bootstrap, **kraft.admin_client})
+        assert "kmon-fleet" in admin.list_topics(timeout=10).topics
         mine = [(c.pid, c.marker, c.name) for c in state.components.values()]
         run.stop(signal.SIGINT)
         assert "stopped everything kmon run started" in run.said() and "Traceback" not in run.said(), \
