@@ -297,7 +297,7 @@ def zk_snapshot(store: FakeKazoo) -> _Encoder:
 # ---------------------------------------------------------------- measuring
 
 def _only_inputs_kept() -> None:
-    """The garbage of the runs before is collected (also what a collector froze: kmon/gc_tuning.py),
+    """The garbage of the runs before is collected (also what a part froze: streaming/gc_tuning.py),
     and what is left, the bench's inputs, frozen: the collectors' GC passes scan only what they allocate."""
     gc.unfreeze()
     gc.collect()

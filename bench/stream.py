@@ -21,7 +21,7 @@ from kmon.codec import decode, encode
 from kmon.events import Event, PartitionState, ZnodeMeta, entity_key
 from streaming.app import StreamApp, StreamConfig
 from streaming.fold.entity_step import fold
-from kmon.gc_tuning import collect_less_often
+from streaming.gc_tuning import collect_less_often
 
 TOPIC = "kmon-bench-events"
 STORMS = 5   # broker failures absorbed one after the other, each a storm measured (their spread is wide)

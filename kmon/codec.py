@@ -2,9 +2,9 @@
 value read back is checked field by field against the schema, so that one bad message is a
 counted MalformedEvent, never a crash.
 
-The wire keeps the stdlib's JSON writer (sorted keys, ASCII escapes): an event's bytes then
-depend on its state alone, whichever JSON library a consumer has. What only the stream reads
-and writes (records, the record log) goes through orjson (``to_json``), which is faster.
+An event on the wire is compact JSON written by orjson (:func:`encode`): the dataclasses' fields in
+their declared order, so an event's bytes depend on its state alone. The stream's records and its
+record log are written the same way (:func:`to_json`).
 """
 from __future__ import annotations
 
@@ -46,9 +46,9 @@ def decode(value: bytes | str) -> Event:
 
 
 def parse_json(value: bytes | str) -> Any:
-    """Parse JSON, raising MalformedEvent only. orjson: ``json.loads`` was a large share of the
-    stream's CPU per event; orjson also refuses what no field takes (NaN, Infinity, a lone
-    surrogate, bad UTF-8, an int beyond 64 bits, nesting deeper than 1024)."""
+    """Parse JSON, raising MalformedEvent only. orjson, for speed (bench/README.md); it also refuses
+    what no field takes (NaN, Infinity, a lone surrogate, bad UTF-8, an int beyond 64 bits, nesting
+    deeper than 1024)."""
     try:
         return orjson.loads(value)
     except (ValueError, RecursionError) as e:
@@ -57,8 +57,8 @@ def parse_json(value: bytes | str) -> Any:
 
 def to_json(value: Any) -> str:
     """Compact JSON text of ``value``: parsed JSON, or a dataclass of this schema (orjson writes
-    dataclasses itself, in field order, some twenty times faster than building plain dicts for
-    json.dumps); int map keys as text, as JSON must. How the stream stores what :func:`parse_json`
+    dataclasses itself, in field order, without plain dicts built first); int map keys as text, as
+    JSON must. How the stream stores what :func:`parse_json`
     reads, and what an event is on the wire (:func:`encode`)."""
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
@@ -106,7 +106,7 @@ class _Slow(Exception):
 @functools.cache
 def _fast(cls: type, checked: bool = True) -> Convert:
     """A decoder of ``cls`` written out from its type hints, for valid input: the checked path
-    calls a converter per field, which made decode most of the stream's CPU. It accepts only
+    calls a converter per field, which costs most of a decode (bench/README.md). It accepts only
     what the checked path accepts (ASCII strings, ints in range, ...) and raises otherwise;
     unless not ``checked``: then it only converts (see from_plain's ``trusted``).
     It fills the instance's ``__dict__`` itself: a frozen dataclass' ``__init__`` sets each field

@@ -1,5 +1,5 @@
 """The daemon Spark forks its Python workers from: pyspark's own, with zip archives on the
-workers' path re-read only when they changed, and the garbage collector tuned (kmon/gc_tuning.py).
+workers' path re-read only when they changed, and the garbage collector tuned (streaming/gc_tuning.py).
 
 Before every task a pyspark worker calls ``importlib.invalidate_caches()`` (for files shipped
 with the job). On Python 3.11 that makes every zip importer re-read its archive's whole
@@ -28,7 +28,7 @@ import importlib
 import os
 import zipimport
 
-from kmon.gc_tuning import collect_less_often
+from streaming.gc_tuning import collect_less_often
 
 MODULE = "streaming.pydaemon"
 # what a worker of the stream imports, in the order a task imports them

@@ -2,8 +2,9 @@
 family (a topic, a group) once, when its records change, and a scrape only joins the parts.
 
 prometheus_client's custom-Collector path would rebuild and format every sample at every
-scrape, over a second at 100k partitions; what it formats is reproduced here exactly
-(HELP/TYPE lines, label escaping, Go-style floats), and tests read it with its parser.
+scrape (its cost: bench/README.md); its format is followed here (HELP/TYPE lines, label escaping,
+Go-style floats; labels in kmon's order, `cluster` first, where it sorts them), and tests read it
+with its parser.
 """
 from __future__ import annotations
 

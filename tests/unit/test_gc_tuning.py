@@ -7,7 +7,7 @@ from typing import Iterator
 
 import pytest
 
-from kmon.gc_tuning import FrozenAfterUse
+from streaming.gc_tuning import FrozenAfterUse
 
 
 class Node:

@@ -1,0 +1,62 @@
+"""Python's cyclic garbage collector, tuned for the stream app's processes (the driver, and the
+workers through kmon's worker daemon, pydaemon.py).
+
+With Python's default thresholds the older generations, which at scale hold millions of long-lived
+objects (the driver's records and rendered views; the workers' pandas and pyarrow), are re-scanned
+every few thousand new objects, and find nothing to free: nothing kmon keeps is cyclic garbage in
+volume, so collecting less often costs little memory (the cost measured: bench/README.md, "The
+Spark app on a real broker").
+
+:class:`FrozenAfterUse` runs the views' half of a batch without the collector and then moves what
+survived out of its reach (``gc.freeze``). Before it freezes, it collects what is not frozen yet,
+which is only what every thread made since the last freeze: garbage among it would otherwise be
+frozen too, and py4j's proxies are cycles (a proxy's method cache points back at it) that hold
+their Java objects in Spark's JVM until Python frees them: a micro-batch's Dataset, its plan and
+metrics. What the views drop is freed by reference counting as before; only cyclic garbage among
+frozen objects waits for the periodic thaw, a full collection of everything.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+log = logging.getLogger("kmon.stream")
+THRESHOLDS = (20_000, 20, 20)
+THAW_EVERY_S = 600.0
+
+
+def collect_less_often() -> None:
+    gc.set_threshold(*THRESHOLDS)
+
+
+class FrozenAfterUse:
+    """``with frozen.paused(): ...`` runs a block without the cyclic collector, then freezes
+    every object alive; every ``thaw_every_s`` it first unfreezes them and collects in full,
+    so cycles dropped since then are freed. Used by one thread."""
+
+    def __init__(self, thaw_every_s: float = THAW_EVERY_S, clock: Callable[[], float] = time.monotonic):
+        self._thaw_every_s = thaw_every_s
+        self._clock = clock
+        self._thawed_at = clock()
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            yield
+        finally:
+            started = time.perf_counter()
+            thaw = self._clock() - self._thawed_at >= self._thaw_every_s
+            if thaw:
+                gc.unfreeze()
+                self._thawed_at = self._clock()
+            found = gc.collect()   # frozen objects are out of its reach: since the last freeze, or all
+            if thaw:
+                log.debug("full garbage collection: %d objects freed in %.2f s", found, time.perf_counter() - started)
+            gc.freeze()
+            if enabled:
+                gc.enable()
