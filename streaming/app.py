@@ -55,8 +55,8 @@ class StreamConfig:
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 9308
     master: str | None = "local[*]"   # None: keep the master spark-submit set
-    # A micro-batch of a few events costs ~0.5 s on two cores (bench/README.md, "The delay"),
-    # so a change waits at most a quarter of a second for its batch to start.
+    # A micro-batch of a few events takes longer than this (bench/README.md, "The delay"), so a
+    # change waits at most a quarter of a second for its batch to start.
     trigger_seconds: float = 0.25
     # None: the local master's cores, else 4. Fixed in the checkpoint once the query has run.
     shuffle_partitions: int | None = None
