@@ -6,23 +6,25 @@ import functools
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from cli.supervise import supervised
 from collectors.groups.cli import add_groups_flags, groups_config
+from collectors.kraft.cli import add_kraft_flags
 from collectors.kraft.config import KraftCollectorConfig, SampledConfig
 from collectors.kraft.connection import ClientSecurity, ControllerError
 from collectors.publisher import PublisherConfig
+from collectors.zk.cli import add_zk_flags
 from kmon import flags
 from kmon.config_file import config_flag
-from kmon.client_config import ZK_ENV_PREFIX, ClientConfigError, KafkaClientProperties, ZooKeeperClientProperties
+from kmon.client_config import ClientConfigError, KafkaClientProperties, ZooKeeperClientProperties
 from kmon.flags import addresses
 from kmon.reachability import watch
 from kmon.signals import stop_on_signals
 
 if TYPE_CHECKING:
-    from collectors.groups.config import GroupsConfig
     from collectors.protocol import Collector, EventSink
     from collectors.runner import Running
     from collectors.telemetry import Telemetry
@@ -34,62 +36,115 @@ if TYPE_CHECKING:
 log = logging.getLogger("kmon.collector")
 
 
+@dataclass(frozen=True)
+class Plan:
+    """One collector process, as its flags make it: built by the supervisor and again by its child,
+    which alone calls ``make`` (and so imports the collector's code)."""
+    cluster: str
+    make: Callable[[EventSink, Telemetry], Collector]
+    reads: str       # where it reads the cluster, as its first line says
+    security: str    # how it logs in there, said beside it
+    probe_brokers: bool = False   # the runner probes the brokers the collector's events register
+
+
+@dataclass(frozen=True)
+class Source:
+    """A source of events: its sub-command of `kmon collect`, its own flags (beside its code in
+    collectors/<source>/cli.py), the flags it cannot run without, and its plan."""
+    help: str
+    description: str
+    add_flags: Callable[[argparse.ArgumentParser], None]
+    required: Callable[[argparse.Namespace], tuple[str, ...]]
+    plan: Callable[[argparse.ArgumentParser, argparse.Namespace], Plan]
+
+
+def _zk_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Plan:
+    hosts, chroot = args.zookeeper
+    try:
+        client = ZooKeeperClientProperties.load(args.zk_client_config, os.environ)
+    except ClientConfigError as e:
+        parser.error(str(e))
+
+    def make(pub: EventSink, tel: Telemetry) -> Collector:
+        from collectors.zk.collector import ZkCollector, ZkCollectorConfig
+        return ZkCollector(ZkCollectorConfig(hosts=hosts, chroot=chroot, cluster=args.cluster,
+                                             client=client.kazoo()), pub, tel)
+    return Plan(args.cluster, make, f"ZooKeeper {hosts}{chroot}", client.describe(), probe_brokers=True)
+
+
+def _kraft_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Plan:
+    client = kafka_client(parser, "monitored", args.command_config, getattr(args, "monitored_client", None))
+    try:
+        security = ClientSecurity.from_librdkafka(client.librdkafka())
+    except ControllerError as e:
+        parser.error(f"{client.describe()}: {e}")
+    if args.sampled:
+        sampled = SampledConfig(bootstrap=tuple(addresses(args.bootstrap_servers)), cluster=args.cluster,
+                                security=security, interval_s=args.sample_interval)
+
+        def sampling(pub: EventSink, tel: Telemetry) -> Collector:
+            from collectors.kraft.sampled import SampledCollector
+            return SampledCollector(sampled, pub, tel)
+        return Plan(args.cluster, sampling, f"the metadata of its brokers {sampled.address}, sampled",
+                    client.describe(), probe_brokers=True)
+    kraft = KraftCollectorConfig(controllers=tuple(addresses(args.controllers)), cluster=args.cluster,
+                                 security=security, quorum_interval_s=args.quorum_interval,
+                                 quorum_progress_interval_s=args.quorum_progress_interval)
+
+    def following(pub: EventSink, tel: Telemetry) -> Collector:
+        from collectors.kraft.collector import KraftCollector
+        return KraftCollector(kraft, pub, tel)
+    return Plan(args.cluster, following, f"its metadata quorum {kraft.address}", client.describe(),
+                probe_brokers=True)
+
+
+def _groups_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Plan:
+    monitored = kafka_client(parser, "monitored", args.command_config, getattr(args, "monitored_client", None))
+    groups = groups_config(args, monitored.librdkafka())
+
+    def make(pub: EventSink, tel: Telemetry) -> Collector:
+        from collectors.groups.collector import GroupsCollector
+        return GroupsCollector(groups, pub, tel)
+    return Plan(groups.cluster, make, f"the consumer groups of its brokers {groups.bootstrap_servers}",
+                monitored.describe())
+
+
+# The sources of events, by the name `kmon collect` and kmon run's wiring (stack.local.collector_sources)
+# give them. A new source plugs in here: its flags and its plan.
+SOURCES: dict[str, Source] = {
+    "zk": Source(
+        help="watch the cluster's ZooKeeper tree",
+        description="Watch Kafka's tree in ZooKeeper (controller, brokers, topics, partition states, admin "
+                    "requests) and publish one event per change, with a full snapshot on start and after every "
+                    "reconnect.",
+        add_flags=add_zk_flags, required=lambda args: ("zookeeper",), plan=_zk_plan),
+    "kraft": Source(
+        help="follow a KRaft cluster's metadata log (Kafka 4.x, KRaft-mode 3.x)",
+        description="Follow __cluster_metadata as an observer of the controller quorum (a Fetch as replica -1 "
+                    "on the controller listener) and publish one event per committed change, ordered by metadata "
+                    "offset, with the quorum's newest snapshot at start and after the log was cleaned below "
+                    "kmon's place. Needs CLUSTER_ACTION on the cluster there.",
+        add_flags=add_kraft_flags,
+        required=lambda args: ("bootstrap_servers",) if args.sampled else ("controllers",), plan=_kraft_plan),
+    "groups": Source(
+        help="consumer groups: Admin API poll and __consumer_offsets history",
+        description="Poll every consumer group's live state, members and lag through the Admin API, and read "
+                    "the coordinator's __consumer_offsets records so that every generation (rebalance) is an "
+                    "event, even between two polls.",
+        add_flags=add_groups_flags, required=lambda args: ("bootstrap_servers",), plan=_groups_plan),
+}
+
 
 def add_collect_parser(subparsers: argparse._SubParsersAction) -> None:
     collect = subparsers.add_parser("collect", help="run a collector that publishes events for one cluster",
                                     description="Collectors watch one Kafka cluster and publish state-carrying "
                                                 "events to the events topic.")
-    sources = collect.add_subparsers(dest="source", required=True, metavar="SOURCE")
-    zk = sources.add_parser("zk", help="watch the cluster's ZooKeeper tree",
-                            description="Watch Kafka's tree in ZooKeeper (controller, brokers, topics, "
-                                        "partition states, admin requests) and publish one event per change, "
-                                        "with a full snapshot on start and after every reconnect.")
-    flags.flag(zk, "--zookeeper", type=flags.zk_connect, metavar="HOST:PORT[,HOST:PORT][/chroot]",
-                help="the cluster's zookeeper.connect (required)")
-    flags.flag(zk, "--zk-client-config", type=flags.readable_file, metavar="FILE",
-                help="ZooKeeper client properties as Kafka names them (zookeeper.ssl.*), plus "
-                     "zookeeper.sasl.jaas.config and zookeeper.auth=digest:user:password; "
-                     f"each can also be set as {ZK_ENV_PREFIX}<KEY>")
-    _output_flags(zk)
-    zk.set_defaults(handler=functools.partial(cmd_collect_zk, zk))
-
-    kraft = sources.add_parser("kraft", help="follow a KRaft cluster's metadata log (Kafka 4.x, KRaft-mode 3.x)",
-                               description="Follow __cluster_metadata as an observer of the controller quorum "
-                                           "(a Fetch as replica -1 on the controller listener) and publish one "
-                                           "event per committed change, ordered by metadata offset, with the "
-                                           "quorum's newest snapshot at start and after the log was cleaned "
-                                           "below kmon's place. Needs CLUSTER_ACTION on the cluster there.")
-    flags.flag(kraft, "--controllers", type=flags.host_port_list, metavar="HOST:PORT[,...]",
-               help="controller listeners of the quorum (controller.quorum.bootstrap.servers; required unless "
-                    "--sampled)")
-    flags.switch(kraft, "--sampled",
-                 help="where the controllers cannot be reached: poll the brokers' metadata (--bootstrap-servers) "
-                      "instead; each event is marked sampled and the changes between two samples that the leader "
-                      "epochs prove are counted, not seen (README: The collectors)")
-    flags.flag(kraft, "--bootstrap-servers", type=flags.host_port_list, metavar="HOST:PORT[,...]",
-               help="with --sampled: the cluster's brokers")
-    flags.flag(kraft, "--sample-interval", default=SampledConfig.interval_s, type=flags.positive_float,
-               metavar="SECONDS", help="with --sampled: seconds between two samples")
-    flags.flag(kraft, "--command-config", type=flags.readable_file, metavar="FILE",
-               help="Kafka client properties of the controller listener (security.protocol, sasl.*, ssl.*), as "
-                    "the Kafka tools' --command-config; each can also be set as KMON_MONITORED_KAFKA_<KEY>")
-    flags.flag(kraft, "--quorum-interval", default=KraftCollectorConfig.quorum_interval_s,
-               type=flags.positive_float, metavar="SECONDS", help="how often to describe the quorum")
-    flags.flag(kraft, "--quorum-progress-interval", default=KraftCollectorConfig.quorum_progress_interval_s,
-               type=flags.positive_float, metavar="SECONDS",
-               help="how often a quorum whose metadata log only went on (its high watermark, no other change) "
-                    "is sent: each event is a micro-batch of the stream app; other changes are sent at once")
-    _output_flags(kraft)
-    kraft.set_defaults(handler=functools.partial(cmd_collect_kraft, kraft))
-
-    groups = sources.add_parser("groups", help="consumer groups: Admin API poll and __consumer_offsets history",
-                                description="Poll every consumer group's live state, members and lag through "
-                                            "the Admin API, and read the coordinator's __consumer_offsets "
-                                            "records so that every generation (rebalance) is an event, even "
-                                            "between two polls.")
-    add_groups_flags(groups)
-    _output_flags(groups)
-    groups.set_defaults(handler=functools.partial(cmd_collect_groups, groups))
+    sub = collect.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    for name, source in SOURCES.items():
+        p = sub.add_parser(name, help=source.help, description=source.description)
+        source.add_flags(p)
+        _output_flags(p)
+        p.set_defaults(handler=functools.partial(cmd_collect, p, source))
 
 
 def _output_flags(p: argparse.ArgumentParser) -> None:
@@ -140,91 +195,20 @@ def kafka_client(parser: argparse.ArgumentParser, role: str, path: Path | None,
     return client
 
 
-def cmd_collect_groups(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    _require(parser, args, "bootstrap_servers", "cluster", "events_bootstrap_servers")
-    monitored = kafka_client(parser, "monitored", args.command_config, getattr(args, "monitored_client", None))
-    groups, events = groups_config(args, monitored.librdkafka()), _events(parser, args)
-    return supervised(args.argv, lambda: _collect_groups(groups, events, monitored, args))
-
-
-def _collect_groups(groups: GroupsConfig, events: PublisherConfig, monitored: KafkaClientProperties,
-                    args: argparse.Namespace) -> int:
-    from collectors.groups.collector import GroupsCollector
-    from collectors.runner import running
-
-    with running(groups.cluster, lambda pub, tel: GroupsCollector(groups, pub, tel), events,
-                 args.metrics_port) as collector:
-        log.info("collecting consumer groups of cluster %r from %s (%s) into %s on %s; metrics on port %d; "
-                 "SIGTERM or Ctrl-C stops", groups.cluster, groups.bootstrap_servers, monitored.describe(),
-                 events.topic, events.bootstrap_servers, collector.metrics_port)
-        code = _until_signal(collector, args.startup_timeout)
-    log.info("stopped")
-    return code
-
-
-def cmd_collect_zk(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    _require(parser, args, "zookeeper", "cluster", "events_bootstrap_servers")
-    hosts, chroot = args.zookeeper
-    try:
-        client = ZooKeeperClientProperties.load(args.zk_client_config, os.environ)
-    except ClientConfigError as e:
-        parser.error(str(e))
+def cmd_collect(parser: argparse.ArgumentParser, source: Source, args: argparse.Namespace) -> int:
+    _require(parser, args, *source.required(args), "cluster", "events_bootstrap_servers")
+    plan = source.plan(parser, args)
     events = _events(parser, args)
-    return supervised(args.argv, lambda: _collect_zk(hosts, chroot, client, events, args))
+    return supervised(args.argv, lambda: _collect(plan, events, args))
 
 
-def _collect_zk(hosts: str, chroot: str, client: ZooKeeperClientProperties, events: PublisherConfig,
-                args: argparse.Namespace) -> int:
-    from collectors.runner import running
-    from collectors.zk.collector import ZkCollector, ZkCollectorConfig
-
-    zk = ZkCollectorConfig(hosts=hosts, chroot=chroot, cluster=args.cluster, client=client.kazoo())
-    security = client.describe()
-    with running(zk.cluster, lambda pub, tel: ZkCollector(zk, pub, tel), events, args.metrics_port,
-                 probe_brokers=True) as collector:
-        log.info("collecting cluster %r from ZooKeeper %s%s (%s) into %s on %s; metrics on port %d; "
-                 "SIGTERM or Ctrl-C stops", zk.cluster, zk.hosts, zk.chroot or "", security, events.topic,
-                 events.bootstrap_servers, collector.metrics_port)
-        code = _until_signal(collector, args.startup_timeout)
-    log.info("stopped")
-    return code
-
-
-def cmd_collect_kraft(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    _require(parser, args, "bootstrap_servers" if args.sampled else "controllers", "cluster",
-             "events_bootstrap_servers")
-    client = kafka_client(parser, "monitored", args.command_config, getattr(args, "monitored_client", None))
-    try:
-        security = ClientSecurity.from_librdkafka(client.librdkafka())
-    except ControllerError as e:
-        parser.error(f"{client.describe()}: {e}")
-    events = _events(parser, args)
-    if args.sampled:
-        sampled = SampledConfig(bootstrap=tuple(addresses(args.bootstrap_servers)), cluster=args.cluster,
-                                security=security, interval_s=args.sample_interval)
-        def sampling(pub: EventSink, tel: Telemetry) -> Collector:
-            from collectors.kraft.sampled import SampledCollector
-            return SampledCollector(sampled, pub, tel)
-        return supervised(args.argv, lambda: _collect_kraft(
-            sampled.cluster, sampling, f"the metadata of its brokers {sampled.address}, sampled",
-            client.describe(), events, args))
-    kraft = KraftCollectorConfig(controllers=tuple(addresses(args.controllers)), cluster=args.cluster,
-                                 security=security, quorum_interval_s=args.quorum_interval,
-                                 quorum_progress_interval_s=args.quorum_progress_interval)
-    def following(pub: EventSink, tel: Telemetry) -> Collector:
-        from collectors.kraft.collector import KraftCollector
-        return KraftCollector(kraft, pub, tel)
-    return supervised(args.argv, lambda: _collect_kraft(
-        kraft.cluster, following, f"its metadata quorum {kraft.address}", client.describe(), events, args))
-
-
-def _collect_kraft(cluster: str, make: Callable[[EventSink, Telemetry], Collector], source: str, security: str,
-                   events: PublisherConfig, args: argparse.Namespace) -> int:
+def _collect(plan: Plan, events: PublisherConfig, args: argparse.Namespace) -> int:
     from collectors.runner import running
 
-    with running(cluster, make, events, args.metrics_port, probe_brokers=True) as collector:
+    with running(plan.cluster, plan.make, events, args.metrics_port, probe_brokers=plan.probe_brokers) as collector:
         log.info("collecting cluster %r from %s (%s) into %s on %s; metrics on port %d; SIGTERM or Ctrl-C stops",
-                 cluster, source, security, events.topic, events.bootstrap_servers, collector.metrics_port)
+                 plan.cluster, plan.reads, plan.security, events.topic, events.bootstrap_servers,
+                 collector.metrics_port)
         code = _until_signal(collector, args.startup_timeout)
     log.info("stopped")
     return code
