@@ -105,8 +105,13 @@ def watched_clusters(args: argparse.Namespace) -> tuple[WatchedCluster, ...]:
         return find_clusters([given(args.cluster, args.bootstrap_servers, args.command_config, args.controllers,
                                     args.zookeeper, args.zk_client_config)])
     config = load(args.config)
-    entries = [config.cluster(args.cluster)] if args.cluster else config.clusters
-    return find_clusters([of_entry(entry) for entry in entries])
+    givens = []
+    for entry in [config.cluster(args.cluster)] if args.cluster else config.clusters:
+        try:
+            givens.append(of_entry(entry))
+        except DiscoveryError as e:
+            raise DiscoveryError(f"{entry.cluster}: {e}") from None
+    return find_clusters(givens)
 
 
 def find_clusters(givens: list[Given]) -> tuple[WatchedCluster, ...]:

@@ -52,3 +52,18 @@ def test_a_bad_client_properties_file_is_one_line_naming_it(tmp_path: Path) -> N
     said = proc.communicate(timeout=60)[0]
     assert proc.returncode == 1 and str(config) in said and "SASL_SSSL" in said, said
     assert "Traceback" not in said and len(said.strip().splitlines()) == 1, said
+
+
+def test_a_fleet_whose_cluster_lacks_its_secret_here_is_one_line_naming_it(tmp_path: Path) -> None:
+    """`kmon run --config`: a ${VAR} not set where kmon runs names the file's line and the variable,
+    before anything is started."""
+    config = tmp_path / "kmon.yaml"
+    config.write_text("clusters:\n  - cluster: a\n    bootstrap-servers: 127.0.0.1:1\n"
+                      "  - cluster: b\n    bootstrap-servers: 127.0.0.1:2\n    client:\n"
+                      "      sasl.password: ${KMON_TEST_NEVER_SET}\n")
+    proc = _kmon("--config", str(config), tmp_path=tmp_path)
+    said = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 1 and "Traceback" not in said, said
+    assert f"b: {config}:7: cluster: client: sasl.password: the environment variable KMON_TEST_NEVER_SET is not set" \
+        in said, said
+    assert not (tmp_path / "kmon" / "stack.json").exists(), "something was started"
