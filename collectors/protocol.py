@@ -29,7 +29,7 @@ class Collector(Protocol):
 
 def publish_all(sink: EventSink, telemetry: Telemetry, source: str, events: Sequence[Event]) -> None:
     """Publish a collector's events in order and count them (kmon_collector_events_total once per
-    kind and call: a labelled lookup per event shows in a large snapshot's cost, bench/README.md)."""
+    kind and call: a labelled lookup per event shows in a large snapshot's cost, bench/NOTES.md)."""
     kinds: dict[str, int] = {}
     for event in events:
         sink.publish(event)

@@ -46,7 +46,7 @@ def decode(value: bytes | str) -> Event:
 
 
 def parse_json(value: bytes | str) -> Any:
-    """Parse JSON, raising MalformedEvent only. orjson, for speed (bench/README.md); it also refuses
+    """Parse JSON, raising MalformedEvent only. orjson, for speed (bench/NOTES.md); it also refuses
     what no field takes (NaN, Infinity, a lone surrogate, bad UTF-8, an int beyond 64 bits, nesting
     deeper than 1024)."""
     try:
@@ -106,7 +106,7 @@ class _Slow(Exception):
 @functools.cache
 def _fast(cls: type, checked: bool = True) -> Convert:
     """A decoder of ``cls`` written out from its type hints, for valid input: the checked path
-    calls a converter per field, which costs most of a decode (bench/README.md). It accepts only
+    calls a converter per field, which costs most of a decode (bench/NOTES.md). It accepts only
     what the checked path accepts (ASCII strings, ints in range, ...) and raises otherwise;
     unless not ``checked``: then it only converts (see from_plain's ``trusted``).
     It fills the instance's ``__dict__`` itself: a frozen dataclass' ``__init__`` sets each field

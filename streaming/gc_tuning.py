@@ -4,7 +4,7 @@ workers through kmon's worker daemon, pydaemon.py).
 With Python's default thresholds the older generations, which at scale hold millions of long-lived
 objects (the driver's records and rendered views; the workers' pandas and pyarrow), are re-scanned
 every few thousand new objects, and find nothing to free: nothing kmon keeps is cyclic garbage in
-volume, so collecting less often costs little memory (the cost measured: bench/README.md, "The
+volume, so collecting less often costs little memory (the cost measured: bench/NOTES.md, "The
 Spark app on a real broker").
 
 :class:`FrozenAfterUse` runs the views' half of a batch without the collector and then moves what

@@ -245,7 +245,7 @@ def _ids(r: Reader) -> tuple[int, ...]:
 
 def _nullable_ids(r: Reader) -> tuple[int, ...] | None:
     """A compact array of int32 (broker ids), in one unpack: read item by item, the arrays weighed
-    on a PartitionRecord's decode (bench/README.md, the KRaft collector)."""
+    on a PartitionRecord's decode (bench/NOTES.md, the KRaft collector)."""
     n = r.uvarint() - 1
     if n < 0:
         return None

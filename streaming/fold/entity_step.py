@@ -4,7 +4,7 @@ Spark groups the events topic by bucket, a hash of the message key (``<cluster>/
 modulo :data:`BUCKETS`, and calls :func:`step` with the bucket's new rows and its state: the
 records of the bucket's entities, as one JSON object of message key -> EntityRecord JSON. A
 group per entity cost pyspark's Arrow/pandas conversions and a state round trip per key and
-batch, which held a backlog drain back (bench/README.md); a bucket pays that once for hundreds
+batch, which held a backlog drain back (bench/NOTES.md); a bucket pays that once for hundreds
 of keys.
 
 Within a bucket each key's rows are folded in Kafka offset order by :func:`fold` with
