@@ -19,7 +19,8 @@ from bench.support.measure import cpu_seconds, descendants
 from bench.support.parts import part
 from cli.monitor import MonitorOptions, start_monitor
 from kmon.toolchain import find_toolchain
-from stack.local import LocalStack, StackRequest
+from stack.local import LocalStack
+from stack.state import StackRequest
 
 def cpu_by_part(root: int, skip: int | None = None) -> Counter[str]:
     out: Counter[str] = Counter()

@@ -109,7 +109,7 @@ def _groups_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> P
                 monitored.describe())
 
 
-# The sources of events, by the name `kmon collect` and kmon run's wiring (stack.local.collector_sources)
+# The sources of events, by the name `kmon collect` and kmon run's wiring (stack.state.collector_sources)
 # give them. A new source plugs in here: its flags and its plan.
 SOURCES: dict[str, Source] = {
     "zk": Source(

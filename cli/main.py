@@ -22,7 +22,8 @@ from kmon.signals import stop_on_signals
 from kmon.toolchain import find_toolchain
 from kmon.watched import KRAFT, MODE_WORDS, WatchedCluster
 from stack.keeper import Keeper, request_start
-from stack.local import EVENTS, Component, LocalStack, StackError, StackRequest, StackState
+from stack.local import LocalStack
+from stack.state import EVENTS, Component, StackError, StackRequest, StackState
 from stack.owner import Busy, holder
 from stack.process import pid_alive, wait_until
 from streaming.paths import history_dir

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from kmon.events import EVENTS_TOPIC
 from kmon.watched import WatchedCluster
-from stack.local import Collector, LocalStack, StackState
+from stack.local import LocalStack
+from stack.state import Collector, StackState
 
 @dataclass(frozen=True)
 class MonitorOptions:

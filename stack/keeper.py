@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Callable
 
 from kmon.restarts import pause_after
-from stack.local import LocalStack, StackError
+from stack.local import LocalStack
+from stack.state import StackError
 from stack.process import exit_status
 
 log = logging.getLogger("kmon.run")

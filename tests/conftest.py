@@ -11,7 +11,8 @@ import pytest
 
 from cli.monitor import MonitorOptions, start_monitor
 from kmon.toolchain import Toolchain, find_toolchain
-from stack.local import LocalStack, StackRequest
+from stack.local import LocalStack
+from stack.state import StackRequest
 from stack.process import PORT_SLICE_ENV
 
 

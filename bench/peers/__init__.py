@@ -41,7 +41,8 @@ from bench.peers.watch import BURROW, SYSTEMS, Recorder
 from cli.monitor import MonitorOptions, start_monitor
 from kmon.toolchain import find_toolchain
 from stack import configs
-from stack.local import LocalStack, StackRequest, collector_sources
+from stack.local import LocalStack
+from stack.state import collector_sources, StackRequest
 from stack.process import PortPicker
 
 BROKERS = 3

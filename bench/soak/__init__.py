@@ -28,7 +28,8 @@ from bench.support.load import Load
 from cli.monitor import MonitorOptions, start_monitor
 from kmon.toolchain import find_toolchain
 from stack import configs
-from stack.local import LocalStack, StackRequest
+from stack.local import LocalStack
+from stack.state import StackRequest
 from tests.support import create_topic
 
 CLUSTER = "soak"
@@ -111,6 +112,6 @@ def _position(stack: LocalStack) -> int:
     if stack.state.kraft:
         from tests.support import quorum
         return quorum(stack).high_watermark
-    from stack.local import four_letter
+    from stack.probes import four_letter
     said = four_letter(stack.component("zookeeper").port, "srvr")
     return int(next(line for line in said.splitlines() if line.startswith("Zxid:")).split()[1], 16)

@@ -28,7 +28,8 @@ from bench.oracle import OracleTransition
 from bench.soak.memory import MemoryRow, MemorySampler, memory_row
 from kmon.events import EVENTS_TOPIC, Event
 from kmon.history import Transition
-from stack.local import LocalStack, metadata_brokers
+from stack.local import LocalStack
+from stack.probes import metadata_brokers
 from tests.support import eventually, events_on, history_disagreements, history_rows, metrics, quorum, value
 
 if TYPE_CHECKING:

@@ -13,7 +13,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from kmon.codec import decode
 from kmon.events import Event
 from kmon.toolchain import find_toolchain
-from stack.local import LocalStack, StackRequest
+from stack.local import LocalStack
+from stack.state import StackRequest
 from stack.process import Spawned, pid_alive, spawn, stop
 
 

@@ -15,7 +15,7 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
 
 from kmon.signals import die_with_parent
 from kmon.toolchain import Toolchain
-from stack.local import kraft_cluster_id
+from stack.probes import kraft_cluster_id
 from stack.process import PortPicker
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from stack.local import StackState
+from stack.state import StackState
 from stack.owner import holder
 from stack.process import cmdline, pid_alive
 from tests.integration.user_runs import Run, addresses

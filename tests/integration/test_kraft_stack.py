@@ -15,7 +15,8 @@ from confluent_kafka.admin import AdminClient, NewTopic, PartitionMetadata
 
 from kmon.toolchain import Toolchain
 from stack import configs
-from stack.local import LocalStack, StackError, StackRequest
+from stack.local import LocalStack
+from stack.state import StackError, StackRequest
 from tests.conftest import running_kraft_stack
 from tests.support import eventually
 

@@ -9,7 +9,9 @@ from typing import Iterator
 import pytest
 from confluent_kafka import Producer
 
-from stack.local import LocalStack, StackError, StackRequest
+from stack.local import LocalStack
+
+from stack.state import StackError, StackRequest
 from tests.conftest import running_stack
 from tests.support import assigned_replicas, create_topic, eventually, partition_state
 

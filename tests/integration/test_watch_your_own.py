@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from dashboards import catalog
 from dashboards.push import DATASOURCE_UID
 from kmon.toolchain import Toolchain
-from stack.local import StackState
+from stack.state import StackState
 from stack.process import cmdline, pid_alive
 from stack.process import free_port
 from tests.integration.plain_clusters import PlainCluster

@@ -14,7 +14,8 @@ from cli.monitor import MonitorOptions, _watched, collector_argv
 from cli.watch import check_flags, default_name, stack_dir
 from cli.discovery import _mode, quorum_setting, voter_endpoints
 from kmon.flags import addresses
-from stack.local import STATE_FILE, LocalStack, StackRequest, StackState, collectors
+from stack.local import LocalStack
+from stack.state import STATE_FILE, collectors, StackRequest, StackState
 from kmon.watched import KRAFT, MIGRATION, ZOOKEEPER, WatchedCluster
 
 

@@ -13,7 +13,8 @@ import pytest
 
 from kmon.restarts import FIRST_PAUSE_S
 from stack.keeper import Keeper, kept, request_start
-from stack.local import Component, LocalStack, StackState
+from stack.local import LocalStack
+from stack.state import Component, StackState
 from stack.process import pid_alive
 from tests.unit.fakes import Clock
 

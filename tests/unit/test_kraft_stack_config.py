@@ -10,8 +10,8 @@ import pytest
 from cli.monitor import MonitorOptions, collector_argv
 from stack import configs
 from stack.keeper import kept
-from stack.local import (FIRST_CONTROLLER_ID, Component, LocalStack, StackError, StackRequest, StackState,
-                         _stop_order, collector_sources, kraft_layout, shape_flags)
+from stack.local import FIRST_CONTROLLER_ID, _stop_order, kraft_layout, LocalStack
+from stack.state import collector_sources, Component, shape_flags, StackError, StackRequest, StackState
 
 PORTS = {"PLAINTEXT": 21000, "CONTROLLER": 22000, "CONTROLLER_MTLS": 0}   # no mTLS listener: not secure
 

@@ -5,7 +5,7 @@ import uuid
 import pytest
 
 import stack.local
-from stack.local import kraft_cluster_id
+from stack.probes import kraft_cluster_id
 
 
 def test_a_cluster_id_that_would_read_as_an_option_is_drawn_again(monkeypatch: pytest.MonkeyPatch) -> None:

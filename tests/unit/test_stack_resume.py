@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from stack.local import STATE_FILE, Component, StackError, StackState, formatted_cluster_id, java_error
+from stack.probes import formatted_cluster_id, java_error
+
+from stack.state import STATE_FILE, Component, StackError, StackState
 from stack.process import PortPicker, describe_status, port_free
 
 

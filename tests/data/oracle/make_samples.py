@@ -22,7 +22,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kmon.toolchain import find_toolchain
-from stack.local import LocalStack, StackRequest
+from stack.local import LocalStack
+from stack.state import StackRequest
 from tests.support import eventually, leave_group
 
 HERE = Path(__file__).parent
