@@ -19,15 +19,14 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 
 from collectors.kraft import wire
 from collectors.kraft.config import KraftCollectorConfig
 from collectors.kraft.connection import Connection, ControllerError
-from collectors.kraft.image import SOURCE, MetadataImage
+from collectors.kraft.image import SOURCE
 from collectors.kraft.leader import LeaderFinder, Move
 from collectors.kraft.quorum import progress_only, quorum_state
-from collectors.kraft.records import MalformedRecord, batches, decode, leader_change
+from collectors.kraft.loader import Loaded, MetadataLoader, Position, Resync
 from collectors.protocol import EventSink, publish_all
 from collectors.telemetry import Telemetry
 from kmon import __version__
@@ -37,20 +36,6 @@ from kmon.reachability import MONITORED_CONTROLLERS, Reachability
 log = logging.getLogger("kmon.collector.kraft")
 
 RETRY_S = 1.0
-
-
-@dataclass
-class _Position:
-    """Where the next fetch starts, and the epoch of the record before it (KRaft checks it)."""
-    offset: int = 0
-    epoch: int = 0       # 0 at offset 0: -1 is refused
-
-
-@dataclass
-class _Resync:
-    snapshot_id: str
-    reason: str
-    begun_ms: int
 
 
 class NotLeader(Exception):
@@ -63,12 +48,10 @@ class KraftCollector:
         self._publisher = publisher
         self._telemetry = telemetry
         self.reachability = Reachability(MONITORED_CONTROLLERS, config.address, "retrying every second", log)
-        self.image = MetadataImage(config.cluster)
+        self.loader = MetadataLoader(config.cluster)
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kmon-kraft", daemon=True)
         self._resync_asked: str | None = "start"
-        self._resync: _Resync | None = None
-        self._pos = _Position()
         self._leader = LeaderFinder(config.controllers)
         self._conn: Connection | None = None
         self._quorum_conn: Connection | None = None
@@ -76,14 +59,13 @@ class KraftCollector:
         self._last_quorum: QuorumState | None = None
         self._quorum_progress_due = 0.0
         self._quorum_refused = False
-        self._caught_up = False
         self._last_fetch_ok = 0.0
         self._unknown_seen: set[tuple[int, int]] = set()
         self._resyncs = telemetry.metric("kmon_collector_resyncs_total", source=SOURCE)
         self._high_watermark = 0
-        telemetry.metric("kmon_collector_metadata_offset").set_function(lambda: self._pos.offset)
+        telemetry.metric("kmon_collector_metadata_offset").set_function(lambda: self.loader.position.offset)
         telemetry.metric("kmon_collector_metadata_lag_records").set_function(
-            lambda: max(0, self._high_watermark - self._pos.offset))
+            lambda: max(0, self._high_watermark - self.loader.position.offset))
 
     # ------------------------------------------------------------------ the Collector protocol
     def start(self) -> None:
@@ -95,7 +77,7 @@ class KraftCollector:
         self._stopping.set()
         self._thread.join(timeout)
         self._close()
-        log.info("stopped following the metadata log at offset %d", self._pos.offset)
+        log.info("stopped following the metadata log at offset %d", self.loader.position.offset)
 
     def request_resync(self, reason: str) -> None:
         self._resync_asked = reason
@@ -104,7 +86,7 @@ class KraftCollector:
         return None   # the controller listener does not say it to an observer
 
     def health(self) -> str | None:
-        if not self._caught_up:
+        if not self.loader.caught_up:
             return f"not caught up with the metadata log of {self.config.address} yet"
         if time.monotonic() - self._last_fetch_ok > max(10.0, 4 * self.config.max_wait_ms / 1000):
             return f"no answer from the metadata quorum's leader ({self.config.address}) for a while"
@@ -131,11 +113,11 @@ class KraftCollector:
     def _step(self) -> None:
         conn = self._connection()
         if self._resync_asked is not None:
-            self._pos = _Position()   # from the log's start, or the snapshot the answer names
+            self.loader.position = Position()   # from the log's start, or the snapshot the answer names
         result = self._fetch(conn)
         if result.snapshot is not None:
             log.info("the metadata log now starts after offset %d: loading the quorum's snapshot at offset %d, "
-                     "epoch %d", self._pos.offset, result.snapshot.end_offset, result.snapshot.epoch)
+                     "epoch %d", self.loader.position.offset, result.snapshot.end_offset, result.snapshot.epoch)
             self._begin_resync(conn, self._resync_asked or "log_cleaned", result.snapshot)
             self._resync_asked = None
             return
@@ -148,7 +130,7 @@ class KraftCollector:
             self._resync_asked = "diverged"
             return
         self._apply(result)
-        if self._caught_up and time.monotonic() >= self._next_quorum:
+        if self.loader.caught_up and time.monotonic() >= self._next_quorum:
             self._describe_quorum()
 
     def _connection(self) -> Connection:
@@ -187,9 +169,9 @@ class KraftCollector:
         conn.settimeout(self.config.timeout_s + self.config.max_wait_ms / 1000)
         # KRaft refuses a last fetched epoch above the leader epoch; one below the quorum's is answered
         # FENCED_LEADER_EPOCH with the leader and its epoch
-        epoch = max(self._leader.epoch, self._pos.epoch)
-        body = wire.fetch_request(self._pos.offset, self._pos.epoch, epoch, self.config.max_wait_ms,
-                                  self.config.max_bytes)
+        pos = self.loader.position
+        epoch = max(self._leader.epoch, pos.epoch)
+        body = wire.fetch_request(pos.offset, pos.epoch, epoch, self.config.max_wait_ms, self.config.max_bytes)
         result = wire.parse_fetch(conn.call(wire.API_FETCH, wire.FETCH_VERSION, body))
         self._leader.learn(result.endpoints)
         if result.error in (wire.NOT_LEADER_OR_FOLLOWER, wire.FENCED_LEADER_EPOCH, wire.UNKNOWN_LEADER_EPOCH):
@@ -206,104 +188,47 @@ class KraftCollector:
         self._last_fetch_ok = time.monotonic()
         return result
 
-    # ------------------------------------------------------------------ folding and sending
+    # ------------------------------------------------------------------ loading and sending
     def _apply(self, result: wire.FetchResult) -> None:
-        now = _now_ms()
-        self.image.now_ms = now
-        hw = self._high_watermark = result.high_watermark
-        for batch in batches(result.records):
-            if batch.last_offset < self._pos.offset:
-                continue
-            if batch.malformed:
-                self._malformed("batch", batch.malformed)
-            for offset, key, value in batch.values:
-                if offset < self._pos.offset:
-                    continue
-                if offset >= hw:
-                    break   # not committed yet: a new leader may truncate it
-                at = LogMeta(offset, batch.epoch, batch.max_timestamp_ms)
-                if batch.control:
-                    self._control(key, value, at)
-                elif value is not None:
-                    self._record(value, at)
-                self._pos = _Position(offset + 1, batch.epoch)
-            if batch.malformed and batch.last_offset < hw:
-                self._pos = _Position(batch.last_offset + 1, batch.epoch)
-        self._send(self.image.take_events())
-        if self._pos.offset >= hw and not self.image.in_transaction():
-            self._caught_up_at(now)
-
-    def _record(self, value: bytes, at: LogMeta) -> None:
-        try:
-            record = decode(value)
-        except MalformedRecord as e:
-            self._malformed("record", f"metadata record at offset {at.offset}: {e}")
-            return
-        self.image.apply(record, at)
-        for unknown in self.image.unknown:
-            self._telemetry.metric("kmon_collector_malformed_total", source=SOURCE,
-                                   kind=f"unknown_record_{unknown.api_key}_v{unknown.version}").inc()
-            if (unknown.api_key, unknown.version) not in self._unknown_seen:
-                self._unknown_seen.add((unknown.api_key, unknown.version))
-                log.warning("metadata record type %d version %d at offset %d is unknown to this kmon: skipped "
-                            "(counted; said once per type and version)", unknown.api_key, unknown.version,
-                            at.offset)
-        self.image.unknown.clear()
-
-    def _control(self, key: bytes | None, value: bytes | None, at: LogMeta) -> None:
-        try:
-            leader = leader_change(key, value)
-        except MalformedRecord as e:
-            self._malformed("record", f"control record at offset {at.offset}: {e}")
-            return
-        if leader is not None:
-            self.image.leader_change(leader, at)
-
-    def _malformed(self, kind: str, message: str) -> None:
-        self._telemetry.metric("kmon_collector_malformed_total", source=SOURCE, kind=kind).inc()
-        log.warning("malformed %s (skipped, still following): %s", kind, message)
-
-    def _caught_up_at(self, now: int) -> None:
-        at = LogMeta(max(self._pos.offset - 1, 0), self._pos.epoch)
-        known = self.image.controller
+        self._high_watermark = result.high_watermark
         leader = self._leader
-        if leader.leader_id >= 0 and (known is None or (known.epoch or 0) < leader.epoch):
-            # the leader's LeaderChange was before the snapshot (or before kmon looked): it has led since
-            self.image.set_controller(ControllerState(leader.leader_id, leader.epoch), at)
-            self._send(self.image.take_events())
-        if self._resync is not None:
-            r, self._resync = self._resync, None
-            self._send([self.image.end_marker(r.snapshot_id, r.reason, r.begun_ms, at)])
-            self._resyncs.inc()
-            log.info("caught up with the metadata log at offset %d (%s resync: %d brokers, %d topics, %d partitions "
-                     "in %.1f s)", self._pos.offset, r.reason, len(self.image.brokers), len(self.image.topics),
-                     len(self.image.partitions), (now - r.begun_ms) / 1000)
-        self._caught_up = True
+        known = ControllerState(leader.leader_id, leader.epoch) if leader.leader_id >= 0 else None
+        self._report(self.loader.load(result.records, result.high_watermark, _now_ms(), known))
 
-    def _send(self, events: list[Event]) -> None:
-        publish_all(self._publisher, self._telemetry, SOURCE, events)
+    def _report(self, loaded: Loaded) -> None:
+        """Send what a load gave, and say what it could not read."""
+        for kind, message in loaded.malformed:
+            self._telemetry.metric("kmon_collector_malformed_total", source=SOURCE, kind=kind).inc()
+            log.warning("malformed %s (skipped, still following): %s", kind, message)
+        for api_key, version, offset in loaded.unknown:
+            self._telemetry.metric("kmon_collector_malformed_total", source=SOURCE,
+                                   kind=f"unknown_record_{api_key}_v{version}").inc()
+            if (api_key, version) not in self._unknown_seen:
+                self._unknown_seen.add((api_key, version))
+                log.warning("metadata record type %d version %d at offset %d is unknown to this kmon: skipped "
+                            "(counted; said once per type and version)", api_key, version, offset)
+        publish_all(self._publisher, self._telemetry, SOURCE, loaded.events)
+        if (r := loaded.ended) is not None:
+            self._resyncs.inc()
+            image = self.loader.image
+            log.info("caught up with the metadata log at offset %d (%s resync: %d brokers, %d topics, %d partitions "
+                     "in %.1f s)", self.loader.position.offset, r.reason, len(image.brokers), len(image.topics),
+                     len(image.partitions), (_now_ms() - r.begun_ms) / 1000)
 
     # ------------------------------------------------------------------ resync
     def _begin_resync(self, conn: Connection, reason: str, snapshot: wire.SnapshotId | None) -> None:
         """Forget the image, fold in the snapshot (if any) silently and send it whole between markers;
         the log after it follows as it is fetched."""
-        begun = _now_ms()
-        self.image.reset()
-        self.image.now_ms = begun
-        self._caught_up = False
-        at = LogMeta(0, 0)
-        if snapshot is not None:
-            at = LogMeta(max(snapshot.end_offset - 1, 0), snapshot.epoch)
-            self._load_snapshot(conn, snapshot, at)
-            self._pos = _Position(snapshot.end_offset, snapshot.epoch)
-        else:
-            self._pos = _Position()
-        sid = f"kraft-{uuid.uuid4().hex[:12]}"
-        self._resync = _Resync(sid, reason, begun)
-        self.image.now_ms = _now_ms()
-        self._send(self.image.snapshot_events(sid, reason, begun, at))
+        resync = Resync(f"kraft-{uuid.uuid4().hex[:12]}", reason, _now_ms())
+        data = self._fetch_snapshot(conn, snapshot) if snapshot is not None else None
+        self._report(self.loader.begin(resync, (snapshot.end_offset, snapshot.epoch, data)
+                                       if snapshot is not None and data is not None else None, _now_ms()))
+        if snapshot is not None and data is not None:
+            image = self.loader.image
+            log.info("loaded the metadata snapshot at offset %d (%d bytes): %d brokers, %d topics, %d partitions",
+                     snapshot.end_offset, len(data), len(image.brokers), len(image.topics), len(image.partitions))
 
-    def _load_snapshot(self, conn: Connection, snapshot: wire.SnapshotId, at: LogMeta) -> None:
+    def _fetch_snapshot(self, conn: Connection, snapshot: wire.SnapshotId) -> bytes:
         data = bytearray()
         size = None
         while size is None or len(data) < size:
@@ -320,21 +245,7 @@ class KraftCollector:
             if not chunk.data and len(data) < size:
                 raise ConnectionError(f"controller listener {conn.address}: an empty snapshot chunk at "
                                       f"{len(data)} of {size} bytes")
-        self.image.silent = True
-        try:
-            for batch in batches(bytes(data)):
-                if batch.malformed:
-                    self._malformed("batch", f"snapshot {snapshot.end_offset}/{snapshot.epoch}: {batch.malformed}")
-                if batch.control:
-                    continue
-                for _, _, value in batch.values:
-                    if value is not None:
-                        self._record(value, at)
-        finally:
-            self.image.silent = False
-        log.info("loaded the metadata snapshot at offset %d (%d bytes): %d brokers, %d topics, %d partitions",
-                 snapshot.end_offset, len(data), len(self.image.brokers), len(self.image.topics),
-                 len(self.image.partitions))
+        return bytes(data)
 
     # ------------------------------------------------------------------ the quorum
     def _describe_quorum(self) -> None:
@@ -370,14 +281,15 @@ class KraftCollector:
             log.info("DescribeQuorum answered again: the quorum's voters and lag are exported")
             self._quorum_refused = False
         now = _now_ms()
-        state = quorum_state(info, now, self.image.features)
+        state = quorum_state(info, now, self.loader.image.features)
         last = self._last_quorum
         if state != last and (last is None or not progress_only(last, state)
                               or time.monotonic() >= self._quorum_progress_due):
             self._last_quorum = state
             self._quorum_progress_due = time.monotonic() + self.config.quorum_progress_interval_s
-            at = LogMeta(max(self._pos.offset - 1, 0), self._pos.epoch)
-            self._send([Event(cluster=self.config.cluster, source=SOURCE, kind="quorum", entity="quorum",
+            pos = self.loader.position
+            at = LogMeta(max(pos.offset - 1, 0), pos.epoch)
+            publish_all(self._publisher, self._telemetry, SOURCE, [Event(cluster=self.config.cluster, source=SOURCE, kind="quorum", entity="quorum",
                               op="upsert", observed_ms=now, data=state, log=at)])
 
 def _now_ms() -> int:

@@ -275,13 +275,12 @@ class MetadataImage:
                           adding=dict(sorted(t.adding.items())), removing=dict(sorted(t.removing.items())),
                           config=dict(sorted(self.configs.get(name, {}).items())))
 
-    def reset(self) -> None:
-        """Forget the cluster before a snapshot is folded in (what was sent is remembered, so that
-        :meth:`snapshot_events` can delete what the snapshot no longer holds)."""
-        published, controller = self._published, self.controller
-        self.__init__(self.cluster)  # type: ignore[misc]
-        # the controller is no record of a snapshot: the last one known stands until the log says more
-        self._published, self.controller = published, controller
+    @classmethod
+    def after(cls, previous: "MetadataImage") -> "MetadataImage":
+        """An empty image for a snapshot to be folded into, which remembers what ``previous`` sent, so
+        that :meth:`snapshot_events` can delete what the snapshot no longer holds. The controller is no
+        record of a snapshot: the last one known stands until the log says more."""
+        return cls(previous.cluster, controller=previous.controller, _published=previous._published)
 
     def snapshot_events(self, snapshot_id: str, reason: str, begun_ms: int, at: LogMeta) -> list[Event]:
         """The begin marker, every entity's state, and the deletions of entities sent before that the

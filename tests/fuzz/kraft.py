@@ -3,20 +3,17 @@
 * ``record``: records.decode on one metadata record of every type and version: a record, None
   (skipped), Unknown, or MalformedRecord, nothing else.
 * ``log``: a fetch's record batches (control batches with LeaderChange, gzip, transactions among
-  them) handed to the KRaft collector's own fold (``KraftCollector._apply``): it never raises, and
-  every event it publishes survives the events topic's codec.
+  them) handed to the KRaft collector's loader (``MetadataLoader.load``): it never raises, and
+  every event it gives survives the events topic's codec.
 * ``wire``: each wire.parse_* on a response body: a result or WireError, nothing else.
 """
 from __future__ import annotations
 
 from collectors.kraft import wire
-from collectors.kraft.collector import KraftCollector
-from collectors.kraft.config import KraftCollectorConfig
+from collectors.kraft.loader import MetadataLoader
 from collectors.kraft.records import MalformedRecord, decode
-from collectors.telemetry import Telemetry
 from kmon.codec import decode as decode_event
 from kmon.codec import encode
-from kmon.events import Event
 from tests.fuzz.cases import Case
 from tests.fuzz.engine import Target
 from tests.unit import kraft_builders as b
@@ -67,20 +64,10 @@ def _log_seeds() -> list[Case]:
     return [((leader,), (plain,), (gzipped,), (tx,), (aborted,)), ((plain,), (leader,)), ((tx,),)]
 
 
-class _Sink:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def publish(self, event: Event) -> None:
-        self.events.append(event)
-
-
 def check_log(case: Case) -> None:
-    sink = _Sink()
-    collector = KraftCollector(KraftCollectorConfig((("localhost", 9093),), "c1"), sink, Telemetry("c1"))
     fetched = b"".join(data or b"" for (data,) in case)
-    collector._apply(wire.FetchResult(0, 2**62, 0, fetched, None, None, None))
-    for event in sink.events:
+    loaded = MetadataLoader("c1").load(fetched, 2**62, 0, None)
+    for event in loaded.events:
         assert decode_event(encode(event)) == event, event
 
 

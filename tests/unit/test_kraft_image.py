@@ -375,7 +375,7 @@ def test_a_snapshot_is_silent_then_sent_whole_with_deletions(image):
     before = image.take_events()
     assert len(before) == 5
 
-    image.reset()
+    image = MetadataImage.after(image)
     image.silent = True
     feed(image, 100, register(1, epoch=1, fenced=False), register(2, epoch=50), b.topic("new", T2),
          b.config(2, "new", "retention.ms", "5"), b.partition(T2, 0, [1, 2], [1, 2], leader=2, leader_epoch=3),
@@ -424,7 +424,7 @@ def test_a_snapshot_is_silent_then_sent_whole_with_deletions(image):
 def test_a_second_snapshot_deletes_nothing_it_still_holds(image):
     feed(image, 1, register(1), b.topic("t", T1), b.partition(T1, 0, [1], [1], leader=1))
     image.take_events()
-    image.reset()
+    image = MetadataImage.after(image)
     image.silent = True
     feed(image, 1, register(1), b.topic("t", T1), b.partition(T1, 0, [1], [1], leader=1))
     image.silent = False
@@ -437,7 +437,7 @@ def test_a_deleted_entity_is_not_deleted_again_by_a_later_snapshot(image):
     create_orders(image)
     feed(image, 30, b.remove_topic(T1))
     image.take_events()
-    image.reset()
+    image = MetadataImage.after(image)
     events = image.snapshot_events("s", "reconnect", 1, LogMeta(31, 1))
     assert [(e.entity, e.op) for e in events] == [("snapshot:kraft", "marker")]
 
