@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench import failover, groups, idle, kraft, peers, plot, scrape, soak, startup, stream, suite_cpu, zk
 from bench.peers.faults import FAULTS, NOT_ON_KRAFT
-from streaming.app import StreamConfig
+from streaming.config import StreamConfig
 
 
 def _table(rows: list[dict]) -> str:

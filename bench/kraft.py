@@ -10,7 +10,7 @@ of every event and its key); the network is not measured.
   decode(), MetadataImage.apply(), take_events() per fetch, every event encoded, then the end marker.
 - **snapshot**: the same batches served as the quorum's snapshot (a fake controller connection answers
   FetchSnapshot from memory; a snapshot Kafka writes holds the image instead, one record per entity:
-  fewer records, no PartitionChangeRecords): ``_begin_resync`` with the snapshot (reset, silent fold, snapshot_events(),
+  fewer records, no PartitionChangeRecords): ``_begin_resync`` with the snapshot (a new image, silent fold, snapshot_events(),
   all encoded), then one empty fetch at the high watermark, which publishes the end marker: the whole
   picture is on its way to the events topic.
 - **zk**: the ZooKeeper collector's snapshot of the same cluster's znodes (bench.zk's tree, Kafka's own
@@ -224,7 +224,7 @@ def kraft_log(log: MetadataLog, chunks: list[bytes], sink: _Encoder) -> _Encoder
     collector._begin_resync(None, "start", None)  # type: ignore[arg-type]   # no snapshot: no connection used
     for chunk in chunks:
         collector._apply(_fetched(chunk, log.end_offset))
-    assert collector._caught_up and collector._resync is None
+    assert collector.loader.caught_up and collector.loader.resync is None
     return sink
 
 
@@ -235,7 +235,7 @@ def kraft_snapshot(conn: _SnapshotConnection, snapshot: wire.SnapshotId) -> _Enc
     collector = _kraft(sink)
     collector._begin_resync(conn, "start", snapshot)  # type: ignore[arg-type]
     collector._apply(_fetched(b"", snapshot.end_offset))
-    assert collector._caught_up and collector._resync is None
+    assert collector.loader.caught_up and collector.loader.resync is None
     return sink
 
 

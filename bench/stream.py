@@ -19,7 +19,8 @@ from bench.support.measure import command, descendants, percentile, rss_mb, wait
 from bench.synthetic import Shape, Zxids, broker_failure, healthy
 from kmon.codec import decode, encode
 from kmon.events import Event, PartitionState, ZnodeMeta, entity_key
-from streaming.app import StreamApp, StreamConfig
+from streaming.app import StreamApp
+from streaming.config import StreamConfig
 from streaming.fold.entity_step import fold
 from streaming.gc_tuning import collect_less_often
 

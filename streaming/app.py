@@ -13,16 +13,12 @@ import re
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from py4j.protocol import Py4JError
 
 from kmon import http
-from kmon.client_config import KafkaClientProperties
 from kmon.codec import parse_json
-from kmon.events import EVENTS_TOPIC
 from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_probing, tcp_probe, watch
 from streaming import pydaemon
 from streaming.driver import ViewDriver
@@ -33,46 +29,18 @@ from streaming.fold.records import RecordJson
 from streaming.gc_tuning import FrozenAfterUse, collect_less_often
 from streaming.history_log import HistoryLog, writer_id
 from streaming.checkpoint_lock import CheckpointLock
-from streaming.paths import default_checkpoint, history_dir
+from streaming.paths import history_dir
 from streaming.published import LatestPublished
 from streaming.record_log import RecordLog
 from streaming.stall import BatchClock
 from streaming.view_thread import ViewThread
-from streaming.views import ViewOptions
+from streaming.config import StreamConfig
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 log = logging.getLogger("kmon.stream")
 SIGNAL_GRACE_S = 2.0   # how long a failed query waits for the signal that may have caused it
-
-
-@dataclass(frozen=True)
-class StreamConfig:
-    bootstrap_servers: str
-    events_topic: str = EVENTS_TOPIC
-    checkpoint: Path = field(default_factory=default_checkpoint)
-    metrics_host: str = "0.0.0.0"
-    metrics_port: int = 9308
-    master: str | None = "local[*]"   # None: keep the master spark-submit set
-    # A micro-batch of a few events takes longer than this (bench/README.md, "The delay"), so a
-    # change waits at most a quarter of a second for its batch to start.
-    trigger_seconds: float = 0.25
-    # None: the local master's cores, else 4. Fixed in the checkpoint once the query has run.
-    shuffle_partitions: int | None = None
-    max_offsets_per_trigger: int = 200_000
-    kafka_timeout_s: float = 10.0     # per Kafka call of the source; see kafka_source_options
-    kafka_outage_limit_s: float = 300.0  # the query fails once the events cluster is away this long
-    driver_memory: str = "1g"
-    startup_timeout_s: float = 0.0    # run_until gives up when the events cluster did not answer this long; 0: never
-    stall_timeout_s: float = 600.0    # run_until exits 1 when one micro-batch has run this long (stall.py); 0: never
-    views: ViewOptions = ViewOptions()
-    history_dir: Path | None = None    # None: <checkpoint>/history
-    history_retention_days: int = 7
-    spark_jars: tuple[str, ...] = ()
-    driver_java_options: tuple[str, ...] = ()   # of the Spark driver's JVM, which pyspark starts
-    # the events cluster's client properties (security.protocol, sasl.*, ssl.*) as Java names them
-    kafka_client: KafkaClientProperties = field(default_factory=lambda: KafkaClientProperties("events"))
 
 
 class StreamApp:

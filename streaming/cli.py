@@ -14,7 +14,7 @@ from kmon.config_file import config_flag, parse_with_file
 from kmon.class_archive import archive_options
 from kmon.signals import stop_on_signals
 from kmon.toolchain import find_toolchain
-from streaming.app import StreamApp, StreamConfig, run_until
+from streaming.config import StreamConfig
 from streaming.views import ViewOptions
 from streaming.views.cluster import Detail
 
@@ -103,6 +103,8 @@ def driver_class_archive(directory: Path) -> list[str]:
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
+    from streaming.app import StreamApp, run_until   # the app and what it runs, only where it runs
+
     stop = threading.Event()
     stop_on_signals(stop)
     return run_until(StreamApp(stream_config(args)), stop)

@@ -18,7 +18,8 @@ from kmon.codec import encode
 from kmon.events import BrokerState, ControllerState, Event, PartitionState, TopicState
 from stack.local import LocalStack
 from stack.process import free_port
-from streaming.app import StreamApp, StreamConfig
+from streaming.app import StreamApp
+from streaming.config import StreamConfig
 from streaming.checkpoint_lock import JVM_LOCK_FILE
 from tests import support
 from tests.support import Events, eventually, metrics

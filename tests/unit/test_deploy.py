@@ -13,7 +13,7 @@ import yaml
 
 from cli.main import build_parser
 from kmon.flags import env_name
-from streaming.app import StreamConfig
+from streaming.config import StreamConfig
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 # variables read by prefix (kmon/client_config.py), not by a flag

@@ -17,7 +17,7 @@ import yaml
 from cli.main import build_parser
 from kmon.config_file import parse_with_file
 from kmon.toolchain import find_toolchain
-from streaming.app import StreamConfig
+from streaming.config import StreamConfig
 from tests.unit.test_deploy import COLLECTOR_PORTS, assert_known, command
 
 ROOT = Path(__file__).resolve().parents[2]

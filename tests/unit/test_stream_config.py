@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from cli.main import build_parser
-from streaming.app import OFFSET_RETRY_INTERVAL_S, StreamConfig, kafka_source_options, shuffle_partitions
+from streaming.app import OFFSET_RETRY_INTERVAL_S, kafka_source_options, shuffle_partitions
+from streaming.config import StreamConfig
 from streaming.cli import stream_config
 
 
