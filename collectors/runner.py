@@ -44,24 +44,25 @@ def running(cluster: str, make: Callable[[EventSink, Telemetry], Collector], eve
     publisher.set_resync_handler(collector.request_resync)
     telemetry.add_health_check(collector.health)
     telemetry.add_health_check(publisher.health)
-    port = None if metrics_port is None else telemetry.serve(metrics_port)
-    publisher.start()
-    collector.start()
-    if probe:
-        probe.start()
-    stopped = threading.Event()
-    check = threading.Thread(target=check_events_placement, args=(collector, publisher, telemetry, stopped),
-                             name="kmon-events-placement", daemon=True)
-    check.start()
+    started: list[Callable[[], object]] = []   # how to stop each part started, in the order started
     try:
-        yield Running(collector, publisher, telemetry, port)
-    finally:
-        stopped.set()
+        port = None if metrics_port is None else telemetry.serve(metrics_port)
+        started.append(telemetry.close)
+        publisher.start()
+        started.append(publisher.close)
+        collector.start()
+        started.append(collector.stop)
         if probe:
-            probe.stop()
-        collector.stop()
-        publisher.close()
-        telemetry.close()
+            probe.start()
+            started.append(probe.stop)
+        stopped = threading.Event()
+        threading.Thread(target=check_events_placement, args=(collector, publisher, telemetry, stopped),
+                         name="kmon-events-placement", daemon=True).start()
+        started.append(stopped.set)
+        yield Running(collector, publisher, telemetry, port)
+    finally:   # what started stops, newest first, even when a later part failed to start
+        for stop in reversed(started):
+            stop()
 
 
 def check_events_placement(collector: Collector, publisher: Publisher, telemetry: Telemetry,

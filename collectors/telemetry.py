@@ -7,6 +7,8 @@ All state lives in a :class:`Telemetry` object handed to the parts that report t
 from __future__ import annotations
 
 import logging
+import sys
+import time
 from http.server import ThreadingHTTPServer
 from typing import Callable
 
@@ -21,6 +23,7 @@ log = logging.getLogger("kmon.collector.telemetry")
 HealthCheck = Callable[[], "str | None"]
 
 _TYPES = {"counter": Counter, "gauge": Gauge}
+SURVIVED_SAID_S = 60.0   # /healthz says an unexpected error this long after it
 
 
 class Telemetry:
@@ -29,7 +32,8 @@ class Telemetry:
         self.registry = CollectorRegistry()
         self._metrics = {spec.name: _TYPES[spec.type](spec.name, spec.help, spec.all_labels, registry=self.registry)
                          for spec in CATALOG if spec.family == "collector"}
-        self._checks: list[HealthCheck] = []
+        self._last_error: tuple[float, str] | None = None   # (monotonic time, what failed)
+        self._checks: list[HealthCheck] = [self._recent_error]
         self._server: ThreadingHTTPServer | None = None
 
     def metric(self, name: str, **labels: str) -> Counter | Gauge:
@@ -42,6 +46,19 @@ class Telemetry:
             self._metrics[name].remove(self.cluster, *(labels[label] for label in BY_NAME[name].labels))
         except KeyError:   # never set
             pass
+
+    def survived(self, source: str, what: str, logger: logging.Logger) -> None:
+        """Called in an ``except`` block of a collector's loop that goes on after an unexpected error
+        (a defect): the error logged with its trace, counted, and said in /healthz for a while."""
+        error = sys.exc_info()[1]
+        logger.exception("unexpected error %s; going on", what)
+        self.metric("kmon_collector_errors_total", source=source).inc()
+        self._last_error = (time.monotonic(), f"unexpected error {what}: {type(error).__name__}: {error}")
+
+    def _recent_error(self) -> str | None:
+        if self._last_error is None or time.monotonic() - self._last_error[0] > SURVIVED_SAID_S:
+            return None
+        return f"{self._last_error[1]} ({time.monotonic() - self._last_error[0]:.0f} s ago; see the log)"
 
     def add_health_check(self, check: HealthCheck) -> None:
         self._checks.append(check)

@@ -174,7 +174,8 @@ CATALOG: tuple[MetricSpec, ...] = (
     # the collectors' own /metrics
     _m("collector_events_total", "counter", ("source", "kind"), "Events emitted.", "collector"),
     _m("collector_malformed_total", "counter", ("source", "kind"),
-       "Znodes or records that could not be parsed (logged with their path or offset).", "collector"),
+       "Znodes or records that could not be parsed or applied (logged with their path or offset; KRaft kind "
+       "unmatched_*: a change of a broker or partition the collector does not hold).", "collector"),
     _m("collector_resyncs_total", "counter", ("source",),
        "Snapshots (full re-reads) completed: at start and after every reconnect or session expiry.", "collector"),
     _m("collector_zk_reads_total", "counter", (), "ZooKeeper reads (get/get_children/exists).", "collector"),
@@ -200,6 +201,9 @@ CATALOG: tuple[MetricSpec, ...] = (
     _m("collector_end_offsets_unknown", "gauge", (),
        "Partitions with committed offsets whose end offset the latest poll could not read (their lag is left out; logged).", "collector"),
     _m("collector_producer_errors_total", "counter", (), "Events the producer failed to deliver (retried).", "collector"),
+    _m("collector_errors_total", "counter", ("source",),
+       "Unexpected errors a collector's loop went on after (each logged with its trace: a defect to report); "
+       "/healthz says the latest for a minute.", "collector"),
     _m("collector_buffered_events", "gauge", (), "Events waiting for the events cluster.", "collector"),
     _m("collector_dropped_events_total", "counter", (),
        "Events dropped because the bounded buffer was full (a resync follows).", "collector"),

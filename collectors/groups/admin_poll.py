@@ -19,7 +19,7 @@ from collectors.groups.consumer_status import ConsumerStatus
 from collectors.groups.config import GroupsConfig
 from collectors.groups.gather import Gathered, K, gather
 from collectors.groups.lag import LagTable
-from collectors.groups.outputs import Emitter
+from collectors.groups.outputs import SOURCE, Emitter
 from collectors.groups.refusing import Broker, PollGate, refusing
 from collectors.groups.states import Partition, state_from_description, topic_lags
 from kmon.events import GroupState, TopicLag
@@ -109,8 +109,8 @@ class AdminPoller:
             started = time.monotonic()
             try:
                 self.poll_once()
-            except Exception:  # a bug or an unexpected client error must not end the thread
-                log.exception("group poll failed")
+            except Exception:  # a defect or an unexpected client error must not end the thread
+                self._emitter.telemetry.survived(SOURCE, "in a group poll", log)
             stop.wait(max(0.0, self._config.poll_interval_s - (time.monotonic() - started)))
 
     def request_resync(self) -> None:

@@ -144,9 +144,9 @@ class OffsetsReader:
             for message in consumer.consume(num_messages=500, timeout=0.5):
                 try:
                     self.handle(message)
-                except Exception:  # a bug must not end the history: log it, go on
-                    log.exception("%s partition %s offset %s: not handled", OFFSETS_TOPIC,
-                                  message.partition(), message.offset())
+                except Exception:  # a defect must not end the history
+                    self._emitter.telemetry.survived(SOURCE, f"handling {OFFSETS_TOPIC} partition "
+                                                     f"{message.partition()} offset {message.offset()}", log)
             self.flush()
 
     def handle(self, message: Message) -> None:

@@ -61,6 +61,7 @@ class KraftCollector:
         self._quorum_refused = False
         self._last_fetch_ok = 0.0
         self._unknown_seen: set[tuple[int, int]] = set()
+        self._unmatched_seen: set[str] = set()
         self._resyncs = telemetry.metric("kmon_collector_resyncs_total", source=SOURCE)
         self._high_watermark = 0
         telemetry.metric("kmon_collector_metadata_offset").set_function(lambda: self.loader.position.offset)
@@ -108,6 +109,11 @@ class KraftCollector:
                 log.debug("metadata fetch failed: %s", e)
                 self._close()
                 self._leader.forget()
+                self._stopping.wait(RETRY_S)
+            except Exception:   # a defect must not end the following: the next fetch starts over
+                self._telemetry.survived(SOURCE, "while following the metadata log", log)
+                self._close()
+                self._resync_asked = "error"
                 self._stopping.wait(RETRY_S)
 
     def _step(self) -> None:
@@ -207,6 +213,12 @@ class KraftCollector:
                 self._unknown_seen.add((api_key, version))
                 log.warning("metadata record type %d version %d at offset %d is unknown to this kmon: skipped "
                             "(counted; said once per type and version)", api_key, version, offset)
+        for what, offset in loaded.unmatched:
+            self._telemetry.metric("kmon_collector_malformed_total", source=SOURCE, kind=f"unmatched_{what}").inc()
+            if what not in self._unmatched_seen:
+                self._unmatched_seen.add(what)
+                log.warning("a %s record at offset %d names a broker or partition kmon does not hold: skipped "
+                            "(counted as kind unmatched_%s; said once per kind)", what.replace("_", " "), offset, what)
         publish_all(self._publisher, self._telemetry, SOURCE, loaded.events)
         if (r := loaded.ended) is not None:
             self._resyncs.inc()

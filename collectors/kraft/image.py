@@ -57,6 +57,9 @@ class MetadataImage:
     # what a silent fold (a snapshot) does not send
     silent: bool = False
     unknown: list[Unknown] = field(default_factory=list)     # met since the caller last took them
+    # changes of a broker or partition the image does not hold (a record kmon could not read before
+    # them, or a log that is not Kafka's), met since the caller last took them: counted, not applied
+    unmatched: list[str] = field(default_factory=list)
     _pending_tx: list[tuple[MetadataRecord, LogMeta]] | None = None
     _dirty_topics: dict[str, LogMeta] = field(default_factory=dict)   # topic name -> its last change
     _out: list[Event] = field(default_factory=list)
@@ -136,8 +139,11 @@ class MetadataImage:
 
     def _broker_change(self, r: BrokerChange, at: LogMeta) -> None:
         old = self.brokers.get(r.broker_id)
-        if old is None or (old.broker_epoch is not None and r.broker_epoch != old.broker_epoch):
-            return   # a change of a registration that is gone or was replaced
+        if old is None:
+            self.unmatched.append("broker_change")
+            return
+        if old.broker_epoch is not None and r.broker_epoch != old.broker_epoch:
+            return   # a change of a registration that was replaced
         new = dataclasses.replace(
             old, fenced=old.fenced if r.fenced is None else r.fenced,
             # fenced again or unfenced: a controlled shutdown ends with the broker's fencing
@@ -206,6 +212,7 @@ class MetadataImage:
         topic = self.topics.get(r.topic_id)
         old = self.partitions.get((r.topic_id, r.partition))
         if topic is None or old is None:
+            self.unmatched.append("partition_change")
             return
         if r.replicas is not None or r.adding is not None or r.removing is not None:
             self._assign(topic, r.partition, r.replicas if r.replicas is not None else topic.replicas[r.partition],

@@ -33,10 +33,12 @@ class Resync:
 @dataclass
 class Loaded:
     """What one load gave: its events in order, what could not be read (kind, message), the unknown
-    record types met ((api key, version, offset)), and the resync it ended, if it ended one."""
+    record types met ((api key, version, offset)), the changes of entities the image does not hold
+    ((what, offset)), and the resync it ended, if it ended one."""
     events: list[Event] = field(default_factory=list)
     malformed: list[tuple[str, str]] = field(default_factory=list)
     unknown: list[tuple[int, int, int]] = field(default_factory=list)
+    unmatched: list[tuple[str, int]] = field(default_factory=list)
     ended: Resync | None = None
 
 
@@ -117,6 +119,9 @@ class MetadataLoader:
         if self.image.unknown:
             out.unknown += [(u.api_key, u.version, at.offset) for u in self.image.unknown]
             self.image.unknown.clear()
+        if self.image.unmatched:
+            out.unmatched += [(what, at.offset) for what in self.image.unmatched]
+            self.image.unmatched.clear()
 
     def _control(self, key: bytes | None, value: bytes | None, at: LogMeta, out: Loaded) -> None:
         try:

@@ -165,6 +165,9 @@ class SampledCollector:
             except (OSError, wire.WireError) as e:
                 self.reachability.failed(str(e))
                 self._drop()
+            except Exception:   # a defect must not end the sampling
+                self._telemetry.survived(SOURCE, "while sampling the brokers' metadata", log)
+                self._drop()
             self._stopping.wait(max(0.0, self.config.interval_s - (time.monotonic() - started)))
 
     def _drop(self) -> None:

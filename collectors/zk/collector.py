@@ -164,8 +164,8 @@ class ZkCollector:
                 if not self._stopping.is_set():
                     log.warning("ZooKeeper read failed (%s: %s); the resync on reconnecting covers it",
                                 type(e).__name__, e)
-            except Exception:   # a bug must not silently end the watching
-                log.exception("unexpected error while following ZooKeeper; continuing")
+            except Exception:   # a defect must not end the watching
+                self._telemetry.survived(SOURCE, "while following ZooKeeper", log)
 
     def _follow(self, paths: Iterable[str]) -> None:
         rnd = Round(full=False)

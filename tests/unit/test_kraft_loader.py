@@ -67,13 +67,15 @@ def test_the_quorum_leader_is_the_controller_only_where_the_log_has_not_named_a_
     assert [e.data for e in loaded.events] == [ControllerState(3, 7)]
 
 
-def test_what_cannot_be_read_is_reported_and_skipped() -> None:
+def test_what_cannot_be_read_or_applied_is_reported_and_skipped() -> None:
     loader = MetadataLoader("c")
     log = b.batch(0, [register(1), b.framed(99, 0, b""), b"\x01"]) + b.batch(3, [register(2)], crc=0)
     loaded = loader.load(log, 4, 0, None)
-    assert loaded.unknown == [(99, 0, 1)]
+    assert loaded.unknown == [(99, 0, 1)] and loaded.unmatched == []
     assert [kind for kind, _ in loaded.malformed] == ["record"] and "offset 2" in loaded.malformed[0][1]
     assert [e.entity for e in loaded.events] == ["broker:1", "broker:2"] and loader.position == Position(4, 1)
+    loaded = loader.load(b.batch(4, [b.partition_change(T1, 0, isr=[1]), b.broker_change(5, 1, fenced=1)]), 6, 0, None)
+    assert loaded.unmatched == [("partition_change", 4), ("broker_change", 5)] and loaded.events == []
 
 
 # ---------------------------------------------------------------- a snapshot and the tail, or the whole log
