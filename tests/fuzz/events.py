@@ -22,13 +22,13 @@ from streaming.fold.entity_step import fold
 from streaming.fold.records import record_from_json
 from tests.fuzz.cases import Case
 from tests.fuzz.engine import Target
-from tests.unit.test_hostile_events import events, key_of
+from tests.unit.event_strategies import events, key_of
 
 _PER_KIND = 4
 
 
 def _drawn(kind: str) -> list[Event]:
-    """Valid events of one kind, the same on every run (test_hostile_events' strategy)."""
+    """Valid events of one kind, the same on every run (tests/unit/event_strategies.py's strategy)."""
     out: list[Event] = []
 
     @settings(max_examples=_PER_KIND, derandomize=True, database=None, deadline=None,

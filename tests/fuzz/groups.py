@@ -26,13 +26,11 @@ from kmon.codec import decode, encode
 from kmon.events import Event, GroupState
 from tests.fuzz.cases import Case, Message
 from tests.fuzz.engine import Target
+from tests.unit.group_record_samples import encoded_samples
+from tests.unit.groups_builders import Record, deletion, join, named, reader, sample
 from tests.unit.offsets_builders import encode as encode_record
-from tests.unit.offsets_builders import encode_share_state, tombstone
-from tests.unit.test_group_records import encoded_samples
-from tests.unit.test_groups_collector_logic import Record, named, reader, sample
-from tests.unit.test_modern_groups import deletion, join
-from tests.unit.test_offsets_codec import all_valid_records
-from tests.unit.test_share_state_records import SAMPLES as SHARE_SAMPLES
+from tests.unit.offsets_builders import all_valid_records, encode_share_state, tombstone
+from tests.unit.share_state_samples import SAMPLES as SHARE_SAMPLES
 
 R = TypeVar("R")
 _EOF = KafkaError(KafkaError._PARTITION_EOF)

@@ -17,8 +17,6 @@ from kmon.codec import encode
 from tests.fuzz.cases import Case
 from tests.fuzz.engine import Target
 from tests.unit import kraft_builders as b
-from tests.unit.test_kraft_wire import (_describe_quorum_response, _endpoints, _fetch_partition, _fetch_response,
-                                        _fetch_snapshot_response, _leader, _replica)
 
 INC = "11111111-0000-4000-8000-000000000001"
 T1, T2 = "a0000000-0000-4000-8000-00000000000a", "b0000000-0000-4000-8000-00000000000b"
@@ -87,11 +85,13 @@ def _metadata_response() -> bytes:
 
 
 def _wire_seeds() -> list[Case]:
-    fetch = _fetch_response([_fetch_partition(records=_log_seeds()[0][1][0], partition_tags={1: _leader(1, 3)})],
-                            top_tags={0: _endpoints((1, "c1", 9093, None))})
-    quorum = _describe_quorum_response(voters=[_replica(1, INC, 300, 1_000, 900)], observers=[_replica(-1, INC, 1, 2, 3)],
-                                       nodes=[(1, [("CONTROLLER", "c1", 9093)])])
-    bodies = [fetch, _fetch_snapshot_response(data=b"chunk", leader=(1, 6)), quorum, _metadata_response(),
+    fetch = b.fetch_response([b.fetch_partition(records=_log_seeds()[0][1][0],
+                                                partition_tags={1: b.leader_and_epoch(1, 3)})],
+                             top_tags={0: b.endpoints((1, "c1", 9093, None))})
+    quorum = b.describe_quorum_response(voters=[b.replica(1, INC, 300, 1_000, 900)],
+                                        observers=[b.replica(-1, INC, 1, 2, 3)],
+                                        nodes=[(1, [("CONTROLLER", "c1", 9093)])])
+    bodies = [fetch, b.fetch_snapshot_response(data=b"chunk", leader=(1, 6)), quorum, _metadata_response(),
               b.i16(0) + b.uvarint(2) + b.i16(1) + b.i16(4) + b.i16(17) + b.tags() + b.i32(0) + b.tags(),
               b.i16(0) + b.i32(1) + b.i16(5) + b"PLAIN",
               b.i16(58) + b.compact_string("bad password") + b.uvarint(1) + b.i64(0) + b.tags()]

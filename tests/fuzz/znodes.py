@@ -2,7 +2,7 @@
 
 * ``parse``: each parser of collectors/zk/znodes.py on a (parser, path, data) case: a state, or
   MalformedZnode, nothing else.
-* ``tree``: a watched tree (tests/unit/test_zk_collector_logic.py's FakeZk) whose znodes are
+* ``tree``: a watched tree (tests/unit/fakes.py's FakeZk) whose znodes are
   written over and over, each write read as a watch would read it: every payload that does not
   parse is counted in its round, the events the rest make survive the events topic's codec, and
   the final snapshot equals that of a tree that only ever read the payloads that parse (the
@@ -23,7 +23,8 @@ from kmon.codec import decode, encode
 from kmon.events import Event
 from tests.fuzz.cases import Case
 from tests.fuzz.engine import Target
-from tests.unit.test_zk_collector_logic import PATHS, FakeZk, kafka_tree, snapshot
+from tests.unit.fakes import FakeZk
+from tests.unit.zk_builders import PATHS, kafka_tree, snapshot
 
 _PARTITIONS = [{"topic": "orders", "partition": 3}, {"topic": "orders", "partition": 1}]
 # parser -> a path of its kind and payloads Kafka 2.x-3.9 writes there

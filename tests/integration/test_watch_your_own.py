@@ -31,7 +31,7 @@ from stack.process import free_port
 from tests.integration.plain_clusters import PlainCluster
 from tests.integration.user_runs import ROOT, Run, addresses
 from tests.support import eventually, metrics
-from tests.unit.test_dashboards import FakeGrafana
+from tests.unit.fakes import FakeGrafana
 
 pytestmark = pytest.mark.integration
 TOPIC = "watched"

@@ -1,4 +1,5 @@
-"""Encoders for the KRaft collector's tests: metadata records and record batches, byte by byte.
+"""Encoders for the KRaft collector's tests: metadata records and record batches, byte by byte, and
+the controller's Fetch, FetchSnapshot and DescribeQuorum responses.
 
 Written from the metadata record schemas (metadata/src/main/resources/common/metadata/*.json) and
 the record batch v2 layout, independently of the decoders under test, so that a decoder reading a
@@ -285,3 +286,77 @@ def batch(base_offset: int, values: Sequence[bytes | None | tuple[bytes | None, 
     out = head + after_length + records
     assert len(head + after_length) == BATCH_HEADER_SIZE
     return out
+
+
+# ---------------------------------------------------------------- controller responses
+# Fetch v17, FetchSnapshot v1 and DescribeQuorum v2, as a controller listener answers them.
+
+META_ID = "00000000-0000-0000-0000-000000000001"
+
+
+def fetch_partition(error=0, hw=10, lso=10, log_start=0, records=b"", partition_tags=None, aborted=None,
+                    index=0) -> bytes:
+    body = i32(index) + i16(error) + i64(hw) + i64(lso) + i64(log_start)
+    if aborted is None:
+        body += uvarint(0)
+    else:
+        body += uvarint(len(aborted) + 1) + b"".join(i64(pid) + i64(first) + tags() for pid, first in aborted)
+    body += i32(-1)                                           # preferred read replica
+    body += uvarint(0) if records is None else uvarint(len(records) + 1) + records
+    return body + tags(partition_tags)
+
+
+def fetch_response(partitions: list[bytes], top_error=0, top_tags=None, topic_id=META_ID) -> bytes:
+    body = i32(0) + i16(top_error) + i32(0)
+    if partitions is None:
+        body += uvarint(1)
+    else:
+        body += uvarint(2) + uuid_bytes(topic_id) + uvarint(len(partitions) + 1) + b"".join(partitions) + tags()
+    return body + tags(top_tags)
+
+
+def leader_and_epoch(leader: int, epoch: int) -> bytes:
+    return i32(leader) + i32(epoch) + tags()
+
+
+def snapshot(end: int, epoch: int) -> bytes:
+    return i64(end) + i32(epoch) + tags()
+
+
+def endpoints(*nodes: tuple[int, str, int, str | None]) -> bytes:
+    return uvarint(len(nodes) + 1) + b"".join(
+        i32(n) + compact_string(h) + i32(p) + compact_string(rack) + tags() for n, h, p, rack in nodes)
+
+
+def fetch_snapshot_response(error=0, end=500, epoch=6, size=1000, position=0, data=b"", leader=None,
+                            top_error=0, empty=False) -> bytes:
+    body = i32(0) + i16(top_error)
+    if empty:
+        return body + uvarint(1) + tags()
+    part = i32(0) + i16(error) + snapshot(end, epoch) + i64(size) + i64(position)
+    part += uvarint(len(data) + 1) + data
+    part += tags({0: leader_and_epoch(*leader)} if leader else {})
+    body += uvarint(2) + compact_string("__cluster_metadata") + uvarint(2) + part + tags()
+    return body + tags({0: uvarint(2) + i32(1) + compact_string("h") + u16(9093) + tags()})
+
+
+def replica(rid: int, directory: str, leo: int, fetch_ms: int, caught_up_ms: int) -> bytes:
+    return i32(rid) + uuid_bytes(directory) + i64(leo) + i64(fetch_ms) + i64(caught_up_ms) + tags()
+
+
+def describe_quorum_response(error=0, message=None, partition_error=0, voters=(), observers=(), nodes=(),
+                             topics=True) -> bytes:
+    body = i16(error) + compact_string(message)
+    if topics:
+        part = (i32(0) + i16(partition_error) + compact_string(None) + i32(2) + i32(11) + i64(300)
+                + uvarint(len(voters) + 1) + b"".join(voters) + uvarint(len(observers) + 1) + b"".join(observers)
+                + tags({0: i64(99)}))
+        body += uvarint(2) + compact_string("__cluster_metadata") + uvarint(2) + part + tags()
+    else:
+        body += uvarint(1)
+    body += uvarint(len(nodes) + 1)
+    for nid, listeners in nodes:
+        body += i32(nid) + uvarint(len(listeners) + 1)
+        body += b"".join(compact_string(n) + compact_string(h) + u16(p) + tags() for n, h, p in listeners)
+        body += tags()
+    return body + tags()

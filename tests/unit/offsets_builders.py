@@ -8,23 +8,29 @@ in the wrong place or width fails here. Every key is ``int16 record type`` + its
 (never flexible); every value ``int16 version`` + its fields, flexible from v0 for the group
 and share-state records (compact lengths, tagged fields ending every struct) and from v4 for
 the classic ones.
+
+Also sample classic records (sample_offset, sample_group, all_valid_records) and
+decode_or_malformed, what a decoder makes of any bytes, for the decoders' fuzz tests.
 """
 
 from __future__ import annotations
 
 import struct
 import uuid
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, Sequence, TypeVar, get_args
 
 from collectors.groups.offsets_codec import (
     ConsumerGroupMember,
     ConsumerGroupMetadata,
     CurrentAssignment,
+    GroupMember,
     GroupMetadata,
     GroupTombstone,
     GroupTopicMetadata,
     GroupType,
+    MalformedRecord,
     OffsetCommit,
+    Record,
     ResolvedRegularExpression,
     ShareGroupMember,
     ShareGroupMetadata,
@@ -42,7 +48,9 @@ from collectors.groups.offsets_codec import (
     SubtopologyTasks,
     TargetAssignment,
     TargetAssignmentMetadata,
+    TopicPartition,
     TopicPartitions,
+    decode_record,
 )
 from collectors.groups.share_state_codec import ShareSnapshot, ShareUpdate, StateBatch
 
@@ -433,3 +441,77 @@ def encode_share_state(
 
 def _state_batch(w: Writer, b: StateBatch) -> None:
     w.int64(b.first_offset).int64(b.last_offset).int8(b.delivery_state).int16(b.delivery_count).tags()
+
+
+# --- sample classic records, and what a decoder makes of bytes ----------------------------
+
+
+def sample_offset(version: int) -> OffsetCommit:
+    return OffsetCommit(
+        group="orders-app",
+        topic="orders",
+        partition=7,
+        version=version,
+        offset=123_456_789_012,
+        leader_epoch=12 if version >= 3 else -1,
+        metadata="committed by ünïcode client",
+        commit_timestamp_ms=1_700_000_000_123,
+        expire_timestamp_ms=1_700_086_400_123 if version == 1 else -1,
+    )
+
+
+def sample_member(version: int, n: int, assigned: dict[str, list[int]]) -> GroupMember:
+    session = 45_000
+    raw = assignment(assigned, user_data=b"\x00\x01")
+    return GroupMember(
+        member_id=f"consumer-{n}-5f0c",
+        group_instance_id=f"static-{n}" if version >= 3 and n % 2 else None,
+        client_id=f"consumer-{n}",
+        client_host=f"/10.0.0.{n}",
+        rebalance_timeout_ms=300_000 if version >= 1 else session,
+        session_timeout_ms=session,
+        subscription=b"\x00\x01subscription",
+        assignment=raw,
+        assigned_partitions=tuple(TopicPartition(t, p) for t, ps in assigned.items() for p in ps),
+    )
+
+
+def sample_group(version: int) -> GroupMetadata:
+    members = (
+        sample_member(version, 1, {"orders": [0, 1], "payments": [2]}),
+        sample_member(version, 2, {"orders": [2]}),
+        sample_member(version, 3, {}),
+    )
+    return GroupMetadata(
+        group="orders-app",
+        version=version,
+        protocol_type="consumer",
+        generation=42,
+        protocol="cooperative-sticky",
+        leader=members[0].member_id,
+        current_state_timestamp_ms=1_700_000_000_000 if version >= 2 else -1,
+        members=members,
+    )
+
+
+def all_valid_records() -> list[tuple[bytes, bytes]]:
+    records = [encode(ConsumerGroupMetadata("kip848", 9, 99))]
+    for v in range(5):
+        records.append((offset_key("orders-app", "orders", 7), offset_value(sample_offset(v))))
+        records.append((group_key("orders-app"), group_value(sample_group(v))))
+    return records
+
+
+def decode_or_malformed(
+    key: bytes | None,
+    value: bytes | None,
+    decoder: Callable[[bytes | None, bytes | None], object] = decode_record,
+    records: object = Record,
+) -> object:
+    """What `decoder` makes of the bytes: one of `records` (a union), or the MalformedRecord."""
+    try:
+        record = decoder(key, value)
+    except MalformedRecord as error:
+        return error
+    assert isinstance(record, get_args(records))
+    return record

@@ -14,9 +14,9 @@ import re
 import socket
 import subprocess
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 
@@ -26,6 +26,7 @@ from dashboards.push import DATASOURCE_UID, SCRAPE_INTERVAL, folder_uid, without
 from kmon.metrics import CATALOG, CONSUMER_STATUSES, GROUP_STATES, known_series_names
 from stack.configs import PROMETHEUS_TEMPLATE
 from tests.tools import duration_s, prometheus_global, required_tool
+from tests.unit.fakes import FakeGrafana
 
 REPO = Path(__file__).resolve().parents[2]
 PROVISIONING = REPO / "deploy" / "grafana" / "provisioning"
@@ -294,57 +295,6 @@ def test_push_to_an_unreachable_grafana_names_the_url(capsys: pytest.CaptureFixt
     err = capsys.readouterr().err
     assert f"cannot reach Grafana at http://127.0.0.1:{port}" in err
     assert "secret" not in err and "Traceback" not in err
-
-
-class FakeGrafana(BaseHTTPRequestHandler):
-    """Just the endpoints `push` uses, with Grafana's status codes; requests are recorded."""
-
-    token = "good-token"
-    requests: list[tuple[str, str, Any]]
-    objects: dict[str, Any]
-
-    def _answer(self, method: str) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length)) if length else None
-        self.requests.append((method, self.path, body))
-        if self.path == "/api/health":
-            return self._send(200, {"database": "ok", "version": "11.0.0"})
-        if self.headers.get("Authorization") != f"Bearer {self.token}":
-            return self._send(401, {"message": "Unauthorized"})
-        key = f"{method} {self.path}"
-        if method == "GET":
-            found = self.objects.get(self.path)
-            return self._send(200, found) if found else self._send(404, {"message": "not found"})
-        if key == "POST /api/folders":
-            self.objects[f"/api/folders/{body['uid']}"] = body
-            return self._send(200, body)
-        if key in ("POST /api/datasources", f"PUT /api/datasources/uid/{DATASOURCE_UID}"):
-            self.objects[f"/api/datasources/uid/{DATASOURCE_UID}"] = {**body, "id": 7}
-            return self._send(200, {"message": "ok"})
-        if key == "POST /api/dashboards/db":
-            uid = body["dashboard"]["uid"]
-            return self._send(200, {"status": "success", "version": 1, "url": f"/d/{uid}/x", "uid": uid})
-        return self._send(404, {"message": f"unexpected {key}"})
-
-    def _send(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        self._answer("GET")
-
-    def do_POST(self) -> None:
-        self._answer("POST")
-
-    def do_PUT(self) -> None:
-        self._answer("PUT")
-
-    def log_message(self, *_args: object) -> None:
-        pass
 
 
 @pytest.fixture

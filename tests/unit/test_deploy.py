@@ -3,7 +3,6 @@ KMON_* variable they use exists in the command they run, the ports agree with ea
 the exporter's default, the files the Dockerfile copies exist, and systemd itself accepts the units."""
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 import sys
@@ -11,43 +10,14 @@ from pathlib import Path
 
 import yaml
 
-from cli.main import build_parser
-from kmon.flags import env_name
 from streaming.config import StreamConfig
+from tests.unit.deploy_files import COLLECTOR_PORTS, PREFIXES, assert_known, command, env_vars, flags
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-# variables read by prefix (kmon/client_config.py), not by a flag
-PREFIXES = ("KMON_MONITORED_KAFKA_", "KMON_EVENTS_KAFKA_", "KMON_ZK_CLIENT_")
-COLLECTOR_PORTS = {"zk": 9309, "groups": 9310, "kraft": 9311}
-
-
-def command(words: list[str]) -> argparse.ArgumentParser:
-    """The (sub)parser of `kmon <words...>` (flags after the command words are ignored)."""
-    parser = build_parser()
-    for word in words:
-        if word.startswith("-"):
-            break
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        parser = sub.choices[word]
-    return parser
 
 
 def words_of(argv: list[str]) -> list[str]:
     return [w for w in argv if not w.startswith("-")][:2] if argv[0] == "collect" else argv[:1]
-
-
-def flags(parser: argparse.ArgumentParser) -> set[str]:
-    return {s for a in parser._actions for s in a.option_strings}
-
-
-def env_vars(parser: argparse.ArgumentParser) -> set[str]:
-    return {env_name(s) for s in flags(parser) if s.startswith("--") and s != "--help"}
-
-
-def assert_known(variables: set[str], parser: argparse.ArgumentParser, where: str) -> None:
-    unknown = {v for v in variables if v.startswith("KMON_") and v not in env_vars(parser)
-               and not v.startswith(PREFIXES) and v != "KMON_CACHE"}
-    assert not unknown, f"{where}: variables no flag of `kmon {parser.prog.split(' ', 1)[1]}` reads: {unknown}"
 
 
 def collectors_read() -> set[str]:

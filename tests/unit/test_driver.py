@@ -5,35 +5,15 @@ import pytest
 
 import streaming.views.isr
 from kmon.codec import encode
-from kmon.events import EVENTS_TOPIC, ControllerState, Event, PartitionState, TopicState, ZnodeMeta
+from kmon.events import EVENTS_TOPIC, ControllerState, Event, PartitionState, TopicState
 from streaming.driver import ViewDriver
 from streaming.fold.arrow import table
-from streaming.fold.entity_step import fold, summarise
-from streaming.history_log import HistoryLog, files, read
+from streaming.fold.entity_step import fold
+from streaming.history_log import files, read
 from streaming.published import LatestPublished
 from streaming.record_log import RecordLog
 from streaming.views import ViewOptions
-from tests.unit.test_exporter import scrape
-from tests.unit.test_views import value
-
-
-def history(directory: Path) -> HistoryLog:
-    return HistoryLog(directory / "history", "test", 7)
-
-
-def row(kind: str, entity: str, state, zxid: int) -> dict:
-    event = Event(cluster="c1", source="zk", kind=kind, entity=entity, op="upsert", observed_ms=1_000 * zxid,
-                  data=state, zxid=zxid, znode=ZnodeMeta("/x", zxid, 0, 0))
-    return fold(f"c1/{entity}", None, [(0, zxid, encode(event).decode())])
-
-
-def batch(rows: list[dict]) -> tuple[dict[str, str | None], list[dict]]:
-    """fold()'s rows as the sink hands them to the driver: records by key, the bucket's summary."""
-    return {row["key"]: row["record"] for row in rows}, [summarise(rows)]
-
-
-def controller_row(broker: int, epoch: int, zxid: int) -> dict:
-    return row("controller", "controller", ControllerState(broker, epoch), zxid)
+from tests.unit.views_builders import batch, controller_row, history, row, scrape, value
 
 
 def test_a_published_exposition_keeps_what_it_showed_while_later_batches_change_the_records(tmp_path: Path) -> None:

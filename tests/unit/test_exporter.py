@@ -20,7 +20,7 @@ from streaming.published import LatestPublished, Published
 from streaming.views import CLUSTER_FAMILIES, ViewOptions, Views
 from streaming.views.exposition import CONTENT_TYPE, EXPORTED, FAMILIES, Exposition, Rows, go_float, render
 from streaming.views.stats import BatchStats, SelfStats
-from tests.unit.test_views import BROKERS, Series, broker, keyed, parse, part, rec, topic, value
+from tests.unit.views_builders import BROKERS, Series, broker, errors, keyed, parse, part, rec, scrape, topic, value
 
 STATS = SelfStats().add(BatchStats(duration_s=0.25, finished_ms=5_000, input_rows={"c1": 7},
                                    events={("c1", "zk", "partition"): 6},
@@ -57,16 +57,8 @@ def exposed(records=RECORDS, stats: SelfStats = STATS, now_ms: int = 10_000, vie
     return parse(views.exposition(stats).body(now_ms))
 
 
-def scrape(holder: LatestPublished, now_ms: int = 10_000) -> Series:
-    return parse(holder.get().exposition.body(now_ms))
-
-
 def families_served(series: Series) -> set[str]:
     return {(BY_NAME.get(name) or BY_NAME[name + "_total"]).family for name, _ in series}
-
-
-def errors(series: Series) -> dict[str, float]:
-    return {dict(labels)["family"]: v for (name, labels), v in series.items() if name == "kmon_view_errors_total"}
 
 
 def test_every_series_is_in_the_catalog_with_its_labels():

@@ -6,12 +6,10 @@ import threading
 import time
 from concurrent.futures import Future
 import itertools
-from dataclasses import dataclass, field, replace
-from typing import Iterable
+from dataclasses import replace
 
 import pytest
-from confluent_kafka import (TIMESTAMP_CREATE_TIME as TIMESTAMP_TYPE_CREATE_TIME, ConsumerGroupState,
-                             ConsumerGroupType, KafkaError, KafkaException, Node, TopicPartition)
+from confluent_kafka import ConsumerGroupState, ConsumerGroupType, KafkaError, KafkaException, Node, TopicPartition
 from confluent_kafka.admin import ConsumerGroupDescription, MemberAssignment, MemberDescription
 
 from collectors.groups.admin_poll import present_groups, refused, wait_for
@@ -25,16 +23,15 @@ from collectors.groups.outputs import Emitter
 from collectors.groups.states import state_from_description, state_from_metadata, topic_lags
 from collectors.telemetry import Telemetry
 from kmon.codec import decode, encode
-from kmon.events import Event, GroupMember, GroupState, TopicLag
+from kmon.events import GroupMember, GroupState, TopicLag
 from collectors.groups.offsets_codec import GroupTombstone, SubRecordTombstone
 from collectors.groups.share_state_codec import ShareSnapshot, ShareUpdate
+from tests.unit.groups_builders import (G, T, Record, Sink, current, deletion, epoch, join, member, reader, sample,
+                                       target, target_epoch)
 from tests.unit.offsets_builders import encode as encode_record
 from tests.unit.offsets_builders import (encode_share_state, group_key, group_value, offset_key, offset_value,
-                                        share_state_key, tombstone)
-from tests.unit.test_modern_groups import G, T, current, deletion, epoch, join, member, target, target_epoch
-from tests.unit.test_offsets_codec import sample_group, sample_offset
+                                        sample_group, sample_offset, share_state_key, tombstone)
 
-TOPIC_NAMES = {T: "orders"}
 
 # ----------------------------------------------------------------- GroupMetadata -> GroupState
 
@@ -266,56 +263,11 @@ def test_book_committed_offsets() -> None:
 # ----------------------------------------------------------------- __consumer_offsets records
 
 
-@dataclass(frozen=True)
-class Record:
-    """The part of a confluent_kafka.Message the reader reads (Message has no constructor)."""
-    key_: bytes | None
-    value_: bytes | None
-    offset_: int = 0
-    error_: KafkaError | None = None
-    partition_: int = 0
-    topic_: str = "__consumer_offsets"
-    # the coordinator's write it belongs to: each message its own write unless told
-    timestamp_: int = field(default_factory=itertools.count(1_700_000_000_000).__next__)
-
-    def key(self) -> bytes | None: return self.key_
-    def value(self) -> bytes | None: return self.value_
-    def offset(self) -> int: return self.offset_
-    def partition(self) -> int: return self.partition_
-    def topic(self) -> str: return self.topic_
-    def error(self) -> KafkaError | None: return self.error_
-    def timestamp(self) -> tuple[int, int]: return TIMESTAMP_TYPE_CREATE_TIME, self.timestamp_
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def publish(self, event: Event) -> None:
-        self.events.append(event)
-
-
-def reader(**settings: object) -> tuple[OffsetsReader, GroupBook, Sink, Telemetry]:
-    book, sink, telemetry = GroupBook(), Sink(), Telemetry("c")
-    config = GroupsConfig("h:9092", "c", **settings)  # type: ignore[arg-type]
-    emitter = Emitter("c", sink, telemetry)
-    return OffsetsReader(config, book, emitter, ModernStates(emitter), named), book, sink, telemetry
-
-
-def named(ids: Iterable[str]) -> dict[str, str]:
-    """Topic ids as the tests' builders make them, and their names."""
-    return {i: TOPIC_NAMES.get(i, i) for i in ids}
-
-
 def handle_all(offsets: OffsetsReader, *messages: Record) -> None:
     """As the reader's loop does: the messages of one fetch, then what they completed."""
     for message in messages:
         offsets.handle(message)  # type: ignore[arg-type]
     offsets.flush()
-
-
-def sample(telemetry: Telemetry, name: str, **labels: str) -> float | None:
-    return telemetry.registry.get_sample_value(name, {"cluster": "c", "source": "groups", **labels})
 
 
 def metadata_record(record: GroupMetadata) -> Record:

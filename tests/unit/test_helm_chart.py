@@ -18,7 +18,7 @@ from cli.main import build_parser
 from kmon.config_file import parse_with_file
 from kmon.toolchain import find_toolchain
 from streaming.config import StreamConfig
-from tests.unit.test_deploy import COLLECTOR_PORTS, assert_known, command
+from tests.unit.deploy_files import COLLECTOR_PORTS, assert_known, command
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "kmon"

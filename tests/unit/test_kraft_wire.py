@@ -4,9 +4,10 @@ import pytest
 
 from collectors.kraft import wire
 from collectors.kraft.wire import (LeaderAndEpoch, Reader, SnapshotId, WireError, Writer)
-from tests.unit.kraft_builders import (compact_string, i16, i32, i64, tags, u16, uuid_bytes, uvarint)
+from tests.unit.kraft_builders import (META_ID, compact_string, describe_quorum_response, endpoints, fetch_partition,
+                                      fetch_response, fetch_snapshot_response, i16, i32, i64, leader_and_epoch, replica,
+                                      snapshot, tags, uuid_bytes, uvarint)
 
-META_ID = "00000000-0000-0000-0000-000000000001"
 DIR_A = "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0"
 DIR_B = "11111111-2222-3333-4444-555555555555"
 
@@ -259,51 +260,17 @@ def test_fetch_request_puts_the_cluster_id_in_the_trailing_tag_section():
     assert req["topics"][0][1][0]["fetch_offset"] == 5     # the tag is not in the middle of the body
 
 
-def _fetch_partition(error=0, hw=10, lso=10, log_start=0, records=b"", partition_tags=None, aborted=None,
-                     index=0) -> bytes:
-    body = i32(index) + i16(error) + i64(hw) + i64(lso) + i64(log_start)
-    if aborted is None:
-        body += uvarint(0)
-    else:
-        body += uvarint(len(aborted) + 1) + b"".join(i64(pid) + i64(first) + tags() for pid, first in aborted)
-    body += i32(-1)                                           # preferred read replica
-    body += uvarint(0) if records is None else uvarint(len(records) + 1) + records
-    return body + tags(partition_tags)
-
-
-def _fetch_response(partitions: list[bytes], top_error=0, top_tags=None, topic_id=META_ID) -> bytes:
-    body = i32(0) + i16(top_error) + i32(0)
-    if partitions is None:
-        body += uvarint(1)
-    else:
-        body += uvarint(2) + uuid_bytes(topic_id) + uvarint(len(partitions) + 1) + b"".join(partitions) + tags()
-    return body + tags(top_tags)
-
-
 def _diverging(epoch: int, end: int) -> bytes:
     return i32(epoch) + i64(end) + tags()
 
 
-def _leader(leader: int, epoch: int) -> bytes:
-    return i32(leader) + i32(epoch) + tags()
-
-
-def _snapshot(end: int, epoch: int) -> bytes:
-    return i64(end) + i32(epoch) + tags()
-
-
-def _endpoints(*nodes: tuple[int, str, int, str | None]) -> bytes:
-    return uvarint(len(nodes) + 1) + b"".join(
-        i32(n) + compact_string(h) + i32(p) + compact_string(rack) + tags() for n, h, p, rack in nodes)
-
-
 def test_parse_fetch_with_records_and_every_tag():
     records = b"\x01\x02\x03 batches"
-    data = _fetch_response(
-        [_fetch_partition(error=0, hw=120, lso=118, log_start=40, records=records, aborted=[(5, 6)],
-                          partition_tags={0: _diverging(3, 99), 1: _leader(2, 8), 2: _snapshot(100, 4),
-                                          9: b"future"})],
-        top_tags={0: _endpoints((1, "c1.example", 9093, None), (2, "c2.example", 19093, "r2")), 5: b"?"})
+    data = fetch_response(
+        [fetch_partition(error=0, hw=120, lso=118, log_start=40, records=records, aborted=[(5, 6)],
+                         partition_tags={0: _diverging(3, 99), 1: leader_and_epoch(2, 8), 2: snapshot(100, 4),
+                                         9: b"future"})],
+        top_tags={0: endpoints((1, "c1.example", 9093, None), (2, "c2.example", 19093, "r2")), 5: b"?"})
     result = wire.parse_fetch(Reader(data))
     assert result.error == 0
     assert result.high_watermark == 120
@@ -316,7 +283,7 @@ def test_parse_fetch_with_records_and_every_tag():
 
 
 def test_parse_fetch_without_tags_and_null_records():
-    data = _fetch_response([_fetch_partition(hw=7, log_start=0, records=None)])    # null records
+    data = fetch_response([fetch_partition(hw=7, log_start=0, records=None)])    # null records
     result = wire.parse_fetch(Reader(data))
     assert (result.error, result.high_watermark, result.records) == (0, 7, b"")
     assert result.leader is None and result.diverging is None and result.snapshot is None
@@ -324,15 +291,15 @@ def test_parse_fetch_without_tags_and_null_records():
 
 
 def test_parse_fetch_drops_default_diverging_epoch_and_snapshot_id():
-    data = _fetch_response([_fetch_partition(partition_tags={0: _diverging(-1, -1), 2: _snapshot(-1, -1)})])
+    data = fetch_response([fetch_partition(partition_tags={0: _diverging(-1, -1), 2: snapshot(-1, -1)})])
     result = wire.parse_fetch(Reader(data))
     assert result.diverging is None and result.snapshot is None
 
 
 def test_parse_fetch_partition_error_with_leader_hint():
-    data = _fetch_response([_fetch_partition(error=wire.NOT_LEADER_OR_FOLLOWER, hw=-1, log_start=-1,
-                                             partition_tags={1: _leader(3, 12)})],
-                           top_tags={0: _endpoints((3, "c3", 9093, None))})
+    data = fetch_response([fetch_partition(error=wire.NOT_LEADER_OR_FOLLOWER, hw=-1, log_start=-1,
+                                           partition_tags={1: leader_and_epoch(3, 12)})],
+                          top_tags={0: endpoints((3, "c3", 9093, None))})
     result = wire.parse_fetch(Reader(data))
     assert result.error == wire.NOT_LEADER_OR_FOLLOWER
     assert result.leader == LeaderAndEpoch(3, 12)
@@ -340,14 +307,14 @@ def test_parse_fetch_partition_error_with_leader_hint():
 
 
 def test_parse_fetch_top_level_error_without_partitions():
-    result = wire.parse_fetch(Reader(_fetch_response([], top_error=wire.CLUSTER_AUTHORIZATION_FAILED)))
+    result = wire.parse_fetch(Reader(fetch_response([], top_error=wire.CLUSTER_AUTHORIZATION_FAILED)))
     assert result.error == wire.CLUSTER_AUTHORIZATION_FAILED
     assert result.records == b"" and result.high_watermark == -1
-    assert wire.parse_fetch(Reader(_fetch_response([]))).error == -1
+    assert wire.parse_fetch(Reader(fetch_response([]))).error == -1
 
 
 def test_parse_fetch_truncated_is_a_wire_error():
-    data = _fetch_response([_fetch_partition(records=b"abcdef", partition_tags={1: _leader(1, 1)})])
+    data = fetch_response([fetch_partition(records=b"abcdef", partition_tags={1: leader_and_epoch(1, 1)})])
     for cut in (3, 20, len(data) - 12, len(data) - 1):
         with pytest.raises(WireError):
             wire.parse_fetch(Reader(data[:cut]))
@@ -355,21 +322,9 @@ def test_parse_fetch_truncated_is_a_wire_error():
 
 # ---------------------------------------------------------------- FetchSnapshot v1
 
-def _fetch_snapshot_response(error=0, end=500, epoch=6, size=1000, position=0, data=b"", leader=None,
-                             top_error=0, empty=False) -> bytes:
-    body = i32(0) + i16(top_error)
-    if empty:
-        return body + uvarint(1) + tags()
-    part = i32(0) + i16(error) + _snapshot(end, epoch) + i64(size) + i64(position)
-    part += uvarint(len(data) + 1) + data
-    part += tags({0: _leader(*leader)} if leader else {})
-    body += uvarint(2) + compact_string("__cluster_metadata") + uvarint(2) + part + tags()
-    return body + tags({0: uvarint(2) + i32(1) + compact_string("h") + u16(9093) + tags()})
-
-
 def test_parse_fetch_snapshot():
-    chunk = wire.parse_fetch_snapshot(Reader(_fetch_snapshot_response(size=2048, position=1024, data=b"chunk",
-                                                                       leader=(1, 6))))
+    chunk = wire.parse_fetch_snapshot(Reader(fetch_snapshot_response(size=2048, position=1024, data=b"chunk",
+                                                                      leader=(1, 6))))
     assert chunk.error == 0
     assert chunk.snapshot == SnapshotId(500, 6)
     assert chunk.leader == LeaderAndEpoch(1, 6)
@@ -377,9 +332,9 @@ def test_parse_fetch_snapshot():
 
 
 def test_parse_fetch_snapshot_errors():
-    chunk = wire.parse_fetch_snapshot(Reader(_fetch_snapshot_response(error=wire.SNAPSHOT_NOT_FOUND)))
+    chunk = wire.parse_fetch_snapshot(Reader(fetch_snapshot_response(error=wire.SNAPSHOT_NOT_FOUND)))
     assert chunk.error == wire.SNAPSHOT_NOT_FOUND and chunk.leader is None
-    chunk = wire.parse_fetch_snapshot(Reader(_fetch_snapshot_response(empty=True, top_error=wire.UNKNOWN_LEADER_EPOCH)))
+    chunk = wire.parse_fetch_snapshot(Reader(fetch_snapshot_response(empty=True, top_error=wire.UNKNOWN_LEADER_EPOCH)))
     assert chunk.error == wire.UNKNOWN_LEADER_EPOCH and chunk.snapshot is None and chunk.data == b""
 
 
@@ -400,32 +355,10 @@ def test_fetch_snapshot_request_fields():
 
 # ---------------------------------------------------------------- DescribeQuorum v2
 
-def _replica(rid: int, directory: str, leo: int, fetch_ms: int, caught_up_ms: int) -> bytes:
-    return i32(rid) + uuid_bytes(directory) + i64(leo) + i64(fetch_ms) + i64(caught_up_ms) + tags()
-
-
-def _describe_quorum_response(error=0, message=None, partition_error=0, voters=(), observers=(), nodes=(),
-                              topics=True) -> bytes:
-    body = i16(error) + compact_string(message)
-    if topics:
-        part = (i32(0) + i16(partition_error) + compact_string(None) + i32(2) + i32(11) + i64(300)
-                + uvarint(len(voters) + 1) + b"".join(voters) + uvarint(len(observers) + 1) + b"".join(observers)
-                + tags({0: i64(99)}))
-        body += uvarint(2) + compact_string("__cluster_metadata") + uvarint(2) + part + tags()
-    else:
-        body += uvarint(1)
-    body += uvarint(len(nodes) + 1)
-    for nid, listeners in nodes:
-        body += i32(nid) + uvarint(len(listeners) + 1)
-        body += b"".join(compact_string(n) + compact_string(h) + u16(p) + tags() for n, h, p in listeners)
-        body += tags()
-    return body + tags()
-
-
 def test_parse_describe_quorum():
-    data = _describe_quorum_response(
-        voters=[_replica(1, DIR_A, 300, 1_000, 900), _replica(2, DIR_B, 250, -1, -1)],
-        observers=[_replica(-1, DIR_A, -1, 5, 6)],
+    data = describe_quorum_response(
+        voters=[replica(1, DIR_A, 300, 1_000, 900), replica(2, DIR_B, 250, -1, -1)],
+        observers=[replica(-1, DIR_A, -1, 5, 6)],
         nodes=[(1, [("CONTROLLER", "c1", 9093), ("SSL", "c1", 9094)]), (2, [("CONTROLLER", "c2", 65535)])])
     q = wire.parse_describe_quorum(Reader(data))
     assert q.error == 0 and q.message is None
@@ -436,14 +369,14 @@ def test_parse_describe_quorum():
 
 
 def test_parse_describe_quorum_errors():
-    q = wire.parse_describe_quorum(Reader(_describe_quorum_response(error=wire.NOT_LEADER_OR_FOLLOWER,
-                                                                    message="not the leader", topics=False)))
+    q = wire.parse_describe_quorum(Reader(describe_quorum_response(error=wire.NOT_LEADER_OR_FOLLOWER,
+                                                                   message="not the leader", topics=False)))
     assert (q.error, q.message, q.leader_id, q.voters) == (wire.NOT_LEADER_OR_FOLLOWER, "not the leader", -1, ())
-    q = wire.parse_describe_quorum(Reader(_describe_quorum_response(partition_error=wire.NOT_LEADER_OR_FOLLOWER)))
+    q = wire.parse_describe_quorum(Reader(describe_quorum_response(partition_error=wire.NOT_LEADER_OR_FOLLOWER)))
     assert q.error == wire.NOT_LEADER_OR_FOLLOWER
     # a top-level error wins over the partition it still lists
-    q = wire.parse_describe_quorum(Reader(_describe_quorum_response(error=wire.CLUSTER_AUTHORIZATION_FAILED,
-                                                                    voters=[_replica(1, DIR_A, 1, 1, 1)])))
+    q = wire.parse_describe_quorum(Reader(describe_quorum_response(error=wire.CLUSTER_AUTHORIZATION_FAILED,
+                                                                   voters=[replica(1, DIR_A, 1, 1, 1)])))
     assert (q.error, q.leader_id, q.voters) == (wire.CLUSTER_AUTHORIZATION_FAILED, -1, ())
 
 

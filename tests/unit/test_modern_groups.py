@@ -8,10 +8,6 @@ from dataclasses import replace
 
 from collectors.groups.modern_groups import GroupFold, ModernGroup, apply, fold_records, group_of, view
 from collectors.groups.offsets_codec import (
-    ClassicMemberProtocol,
-    ConsumerGroupMember,
-    ConsumerGroupMetadata,
-    CurrentAssignment,
     GroupMetadata,
     GroupTombstone,
     GroupTopicMetadata,
@@ -26,73 +22,19 @@ from collectors.groups.offsets_codec import (
     StreamsTasks,
     StreamsTopology,
     SubRecord,
-    SubRecordTombstone,
     SubtopologyTasks,
-    TargetAssignment,
     TargetAssignmentMetadata,
-    TopicPartitions,
     decode_record,
 )
-from tests.unit.offsets_builders import encode, key
-from tests.unit.test_offsets_codec import sample_group
-
-CONSUMER, SHARE, STREAMS = GroupType.CONSUMER, GroupType.SHARE, GroupType.STREAMS
-G = "orders-app"
-T = "5f1c2a3e-8b4d-4e6f-9a0b-1c2d3e4f5a6b"
-STABLE, UNREVOKED = 0, 1  # consumer MemberState bytes
-
-
-def parts(*partitions: int) -> tuple[TopicPartitions, ...]:
-    return (TopicPartitions(T, partitions),) if partitions else ()
-
-
-def member(member_id: str, classic: bool = False) -> ConsumerGroupMember:
-    protocol = ClassicMemberProtocol(45_000, ("range",)) if classic else None
-    return ConsumerGroupMember(G, member_id, None, "rack-a", f"client-{member_id}", "/10.0.0.1", ("orders",),
-                               None, 300_000, "uniform", protocol)
-
-
-def epoch(e: int) -> ConsumerGroupMetadata:
-    return ConsumerGroupMetadata(G, e, 0)
-
-
-def target(member_id: str, *partitions: int) -> TargetAssignment:
-    return TargetAssignment(G, CONSUMER, member_id, parts(*partitions))
-
-
-def target_epoch(e: int) -> TargetAssignmentMetadata:
-    return TargetAssignmentMetadata(G, CONSUMER, e, 0)
-
-
-def current(member_id: str, e: int, *partitions: int, state: int | None = STABLE,
-            revoking: tuple[int, ...] = ()) -> CurrentAssignment:
-    return CurrentAssignment(G, CONSUMER, member_id, e, e - 1, state, parts(*partitions), parts(*revoking))
-
-
-def gone(sub_record: SubRecord, member_id: str | None = None, group_type: GroupType = CONSUMER) -> SubRecordTombstone:
-    return SubRecordTombstone(G, group_type, sub_record, member_id=member_id)
+from tests.unit.groups_builders import (CONSUMER, SHARE, STREAMS, G, UNREVOKED, current, deletion, epoch, gone, join,
+                                       member, parts, target, target_epoch)
+from tests.unit.offsets_builders import encode, key, sample_group
 
 
 def leave(member_id: str) -> list[object]:
     """A member leaving, in the order Kafka writes its tombstones."""
     return [gone(SubRecord.CURRENT_ASSIGNMENT, member_id), gone(SubRecord.TARGET_ASSIGNMENT, member_id),
             gone(SubRecord.MEMBER, member_id)]
-
-
-def join(member_id: str, e: int, *partitions: int, classic: bool = False) -> list[object]:
-    """One member's first heartbeat up to its reconciled assignment, as Kafka writes it:
-    the member, the bumped epoch, the target assignment and its epoch, the current assignment."""
-    return [member(member_id, classic), epoch(e), target(member_id, *partitions), target_epoch(e),
-            current(member_id, e, *partitions)]
-
-
-def deletion(*member_ids: str) -> list[object]:
-    """The records of a consumer group's deletion (ConsumerGroup.createGroupTombstoneRecords)."""
-    records: list[object] = [gone(SubRecord.CURRENT_ASSIGNMENT, m) for m in member_ids]
-    records += [gone(SubRecord.TARGET_ASSIGNMENT, m) for m in member_ids]
-    records.append(gone(SubRecord.TARGET_ASSIGNMENT_METADATA))
-    records += [gone(SubRecord.MEMBER, m) for m in member_ids]
-    return records + [gone(SubRecord.TOPIC_METADATA), GroupTombstone(G, CONSUMER)]
 
 
 def group(records: list[object]) -> ModernGroup | GroupMetadata | None:

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from streaming.fold.records import EntityRecord, RecordJson, record_from_json, record_to_json
 from streaming.record_log import RecordLog
-from tests.unit.test_driver import controller_row
+from tests.unit.views_builders import controller_row
 
 
 def record(broker: int, zxid: int) -> EntityRecord:

@@ -13,9 +13,7 @@ from streaming.published import LatestPublished
 from streaming.record_log import RecordLog
 from streaming.view_thread import ViewsFailed, ViewThread
 from streaming.views import ViewOptions
-from tests.unit.test_driver import batch, controller_row, history
-from tests.unit.test_exporter import scrape
-from tests.unit.test_views import value
+from tests.unit.views_builders import batch, controller_row, history, scrape, value
 
 WAIT_S = 30.0   # a bound for a wait that ends at once when the code is right
 

@@ -2,36 +2,14 @@ import random
 from dataclasses import replace
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from kmon.events import (BrokerState, ControllerState, GroupMember, GroupState, PartitionState, QuorumReplica,
-                         QuorumState, ReassignmentState, SnapshotMarker, TopicDeletionState, TopicLag, TopicState)
+                         QuorumState, ReassignmentState, SnapshotMarker, TopicDeletionState, TopicLag)
 from kmon.metrics import CATALOG
 from streaming.fold.records import EntityRecord
 from streaming.views import ViewOptions, Views
 from streaming.views.stats import SelfStats
-
-Series = dict[tuple[str, frozenset], float]
-
-
-def rec(kind: str, entity: str, state, counters=None, cluster="c1", source="zk", **kw) -> EntityRecord:
-    return EntityRecord(cluster=cluster, entity=entity, kind=kind, source=source, state=state,
-                        position=1, counters=counters or {}, **kw)
-
-
-def broker(b: int) -> EntityRecord:
-    return rec("broker", f"broker:{b}", BrokerState(b, f"h{b}", 9092, None))
-
-
-def topic(name: str, replicas: dict, **kw) -> EntityRecord:
-    return rec("topic", f"topic:{name}", TopicState(name, None, replicas, **kw))
-
-
-def part(t: str, p: int, leader: int, isr: tuple[int, ...], counters=None, **kw) -> EntityRecord:
-    return rec("partition", f"partition:{t}:{p}", PartitionState(t, p, leader, 0, isr, 1), counters, **kw)
-
-
-BROKERS = [broker(1), broker(2), broker(3)]
+from tests.unit.views_builders import BROKERS, Series, broker, keyed, parse, part, rec, topic, value
 
 
 def kraft_broker(b: int, fenced: bool = False, shutting_down: bool = False) -> EntityRecord:
@@ -53,24 +31,11 @@ def quorum(*voters: QuorumReplica, leader: int = 3001, high_watermark: int = 500
                source="kraft")
 
 
-def keyed(records) -> dict[str, EntityRecord]:
-    return {f"{r.cluster}/{r.entity}": r for r in records}
-
-
-def parse(body: bytes) -> Series:
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(body.decode()) for s in family.samples}
-
-
 def series(*records: EntityRecord, detail="unhealthy", now_ms=10_000, default_min_isr=1) -> Series:
     """The views' samples of the records, applied in one batch, as a scrape at now_ms reads them."""
     views = Views(ViewOptions(detail, default_min_isr))
     views.apply(keyed(records))
     return parse(views.exposition(SelfStats()).body(now_ms))
-
-
-def value(s: Series, name: str, cluster="c1", **labels) -> float | None:
-    return s.get((name, frozenset({"cluster": cluster, **{k: str(v) for k, v in labels.items()}}.items())))
 
 
 def labelled(s: Series, name: str, label: str) -> dict[str, float]:

@@ -2,110 +2,16 @@
 from __future__ import annotations
 
 import itertools
-import json
 from typing import Callable
 
 import pytest
-from kazoo.protocol.states import ZnodeStat
 
 from collectors.zk.tree import Read, Round, ZkTree, version_gap
-from collectors.zk.znodes import ZkPaths
 from kmon.events import ControllerState, Event
 from kmon.history import CONTROLLER_CHANGES
 from streaming.fold.records import apply_event
-
-
-class FakeZk:
-    """Just enough of ZooKeeper's bookkeeping (zxids, versions, pzxid) to drive a ZkTree."""
-
-    def __init__(self) -> None:
-        self.zxid = 0
-        self.nodes: dict[str, list[int | bytes]] = {"/": [b"", 0, 0, 0, 0]}  # data, czxid, mzxid, version, pzxid
-
-    def set(self, path: str, data: bytes | dict) -> None:
-        raw = json.dumps(data).encode() if isinstance(data, dict) else data
-        self.zxid += 1
-        if path in self.nodes:
-            node = self.nodes[path]
-            node[0], node[2], node[3] = raw, self.zxid, node[3] + 1
-            return
-        parent = path.rpartition("/")[0] or "/"
-        if parent not in self.nodes:
-            self.set(parent, b"")
-            self.zxid += 1
-        self.nodes[path] = [raw, self.zxid, self.zxid, 0, self.zxid]
-        self.nodes[parent][4] = self.zxid
-
-    def delete(self, path: str) -> None:
-        for child in self.children(path):
-            self.delete(f"{path}/{child}")
-        self.zxid += 1
-        del self.nodes[path]
-        self.nodes[path.rpartition("/")[0] or "/"][4] = self.zxid
-
-    def children(self, path: str) -> list[str]:
-        return sorted(p.rpartition("/")[2] for p in self.nodes if p.rpartition("/")[0] == path)
-
-    def stat(self, path: str) -> ZnodeStat:
-        _, czxid, mzxid, version, pzxid = self.nodes[path]
-        return ZnodeStat(czxid, mzxid, 0, mzxid * 10, version, 0, 0, 0, 0, 0, pzxid)
-
-    def absence_zxid(self, path: str) -> int:
-        while path not in self.nodes:
-            path = path.rpartition("/")[0] or "/"
-        return self.nodes[path][4]
-
-    def read(self, tree: ZkTree, rnd: Round, meanwhile: Callable[[str], None] = lambda path: None) -> None:
-        """The reads ZkCollector._read makes, without watches; what each means is the tree's.
-        ``meanwhile(path)`` runs before each read: the cluster changing between two reads."""
-        while batch := rnd.take(100):
-            for path in batch:
-                meanwhile(path)
-                mode = tree.read_mode(path)
-                if mode is Read.IGNORE:
-                    continue
-                found = None
-                if path in self.nodes:
-                    found = (self.children(path) if mode is Read.LIST else self.nodes[path][0], self.stat(path))
-                if tree.on_read(path, mode, found, rnd):
-                    tree.on_absent(path, self.absence_zxid(path), rnd)
-
-
-PATHS = ZkPaths("/kafka")
-
-
-def kafka_tree() -> FakeZk:
-    zk = FakeZk()
-    zk.set("/kafka/controller_epoch", b"3")
-    zk.set("/kafka/controller", {"version": 1, "brokerid": 1, "timestamp": "1700000000000"})
-    for b in (1, 2):
-        zk.set(f"/kafka/brokers/ids/{b}", {"version": 5, "host": "h", "port": 9092 + b, "jmx_port": -1,
-                                          "endpoints": [f"PLAINTEXT://h:{9092 + b}"]})
-    add_topic(zk, "orders", {0: [1, 2], 1: [2, 1]})
-    for d in ("/kafka/admin/delete_topics", "/kafka/isr_change_notification"):
-        zk.set(d, b"")
-    return zk
-
-
-def add_topic(zk: FakeZk, topic: str, assignment: dict[int, list[int]]) -> None:
-    zk.set(f"/kafka/config/topics/{topic}", {"version": 1, "config": {}})
-    zk.set(f"/kafka/brokers/topics/{topic}",
-           {"version": 2, "partitions": {str(p): r for p, r in assignment.items()}})
-    for p, replicas in assignment.items():
-        set_state(zk, topic, p, leader=replicas[0], isr=replicas)
-
-
-def set_state(zk: FakeZk, topic: str, p: int, leader: int, isr: list[int], epoch: int = 0) -> None:
-    zk.set(f"/kafka/brokers/topics/{topic}/partitions/{p}/state",
-           {"version": 1, "leader": leader, "leader_epoch": epoch, "isr": isr, "controller_epoch": 3})
-
-
-def snapshot(tree: ZkTree, zk: FakeZk) -> list[Event]:
-    rnd = Round(full=True)
-    for path in tree.roots():
-        rnd.follow(path)
-    zk.read(tree, rnd)
-    return tree.snapshot(rnd, "s1", "start", 1, 2)
+from tests.unit.fakes import FakeZk
+from tests.unit.zk_builders import PATHS, add_topic, kafka_tree, set_state, snapshot
 
 
 def follow(tree: ZkTree, zk: FakeZk, *paths: str,
