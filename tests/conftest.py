@@ -36,9 +36,10 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
-# The integration groups that take longest, longest first (a run on three workers, 2026-11-28): handed
-# out first, so that none of them starts last. The durations at the end of a run say when it is stale.
-LONGEST_FIRST = ("tests/integration/test_scenarios.py", "tests/integration/kraft", "tests/integration/test_kraft_secure.py",
+# The integration groups that take longest, longest first (runs of 2026-11-28 and -29): handed out first,
+# so that none of them starts last. The durations at the end of a run say when it is stale.
+LONGEST_FIRST = ("tests/integration/test_scenarios.py", "tests/integration/kraft",
+                 "tests/integration/test_watch_your_own.py", "tests/integration/test_kraft_secure.py",
                  "tests/integration/test_stream.py", "tests/integration/test_front_door.py",
                  "tests/integration/test_kraft_elections.py", "tests/integration/test_zk_collector.py",
                  "tests/integration/test_soak.py", "tests/integration/test_kraft_stack.py")
