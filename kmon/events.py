@@ -15,7 +15,7 @@ This module is the schema alone; :mod:`kmon.codec` writes and checks it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Mapping
+from typing import Annotated, Any, Iterable, Literal, Mapping
 
 SCHEMA_VERSION = 1
 EVENTS_TOPIC = "kmon-events"   # the events topic unless a command is told another
@@ -273,6 +273,12 @@ KINDS = tuple(STATE_TYPES)
 
 
 _KEY_PREFIXES = {kind: "snapshot" if kind in MARKER_KINDS else kind for kind in STATE_TYPES}
+
+
+def snapshot_order(kind: str, parts: Iterable[object]) -> tuple[int, tuple[str, ...]]:
+    """The one order of a snapshot's entities, whichever collector sends it: by kind as KINDS lists
+    them, then by id, numbers numerically (partition 2 before partition 10)."""
+    return KINDS.index(kind), tuple(f"{p:>12}" if isinstance(p, int) or str(p).isdigit() else str(p) for p in parts)
 
 
 def entity_key(kind: str, *parts: object) -> str:

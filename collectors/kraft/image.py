@@ -20,8 +20,8 @@ from collectors.kraft.records import (NO_LEADER_CHANGE, TOPIC_RESOURCE, AbortTra
                                       BrokerChange, ClearElr, Config, EndTransaction, FeatureLevel, MetadataRecord,
                                       Partition, PartitionChange, RegisterBroker, RemoveTopic, Topic, Unknown,
                                       UnregisterBroker)
-from kmon.events import (KINDS, BrokerState, ControllerState, Endpoint, Event, LogMeta, PartitionState, SnapshotMarker,
-                         TopicState, entity_key, remaining_replicas)
+from kmon.events import (BrokerState, ControllerState, Endpoint, Event, LogMeta, PartitionState, SnapshotMarker,
+                         TopicState, entity_key, remaining_replicas, snapshot_order)
 
 SOURCE = "kraft"
 # Kafka's SecurityProtocol ids, as RegisterBrokerRecord writes them
@@ -321,6 +321,6 @@ class MetadataImage:
                                                snapshot_id), op="marker")
 
 
-def _order(entity: str) -> tuple[int, str]:
-    kind = entity.partition(":")[0]
-    return KINDS.index(kind), entity
+def _order(entity: str) -> tuple[int, tuple[str, ...]]:
+    kind, _, parts = entity.partition(":")
+    return snapshot_order(kind, parts.split(":") if parts else ())

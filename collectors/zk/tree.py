@@ -31,7 +31,6 @@ from collectors.zk.znodes import (
     parse_topic_config,
 )
 from kmon.events import (
-    KINDS,
     ControllerState,
     Event,
     SnapshotMarker,
@@ -39,6 +38,7 @@ from kmon.events import (
     ZnodeMeta,
     entity_key,
     remaining_replicas,
+    snapshot_order,
 )
 
 SOURCE = "zk"
@@ -452,5 +452,4 @@ _PARSERS: dict[Role, Callable[[str, bytes], Any]] = {
 
 
 def _order(entity: EntityId) -> tuple[int, tuple[str, ...]]:
-    """Snapshot order: by kind as listed in kmon.events, then by id (numbers numerically)."""
-    return KINDS.index(entity.kind), tuple(f"{x:>12}" if isinstance(x, int) else x for x in entity.parts)
+    return snapshot_order(entity.kind, entity.parts)

@@ -123,3 +123,10 @@ def test_a_snapshot_at_k_and_the_log_after_it_give_the_image_of_the_whole_log(re
     resumed.load(b.batch(0, records), len(records), 0, None)
     assert _image(resumed) == _image(whole)
     assert resumed.position == whole.position == Position(len(records), 1)
+
+
+def test_a_snapshot_sends_partitions_in_numeric_order_as_the_zookeeper_collector_does() -> None:
+    loader = MetadataLoader("c")
+    records = [register(1), b.topic("orders", T1), *(b.partition(T1, p, [1], [1], leader=1) for p in range(12))]
+    begun = loader.begin(Resync("s", "start", 0), (len(records), 1, b.batch(0, records)), 0)
+    assert [e.entity for e in begun.events if e.kind == "partition"] == [f"partition:orders:{p}" for p in range(12)]
