@@ -39,7 +39,6 @@ GROUP_STATES: dict[str, tuple[str, ...]] = {
     "share": ("Empty", "Stable", "Dead"),                                       # KIP-932
     "streams": ("Empty", "NotReady", "Assigning", "Reconciling", "Stable", "Dead"),   # KIP-1071
 }
-GROUP_TYPES = tuple(GROUP_STATES)
 # the verdicts on a group's consumers (collectors/groups/consumer_status.py), from good to worst
 CONSUMER_STATUSES = ("ok", "falling_behind", "rewound", "stopped", "stalled")
 

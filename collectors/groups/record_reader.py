@@ -145,10 +145,6 @@ class Reader:
     def array(self, field: str, item: Callable[[Reader], T]) -> tuple[T, ...]:
         return tuple(item(self) for _ in range(self.array_length(field)))
 
-    def nullable_array(self, field: str, item: Callable[[Reader], T]) -> tuple[T, ...] | None:
-        count = self._nullable_array_length(field)
-        return None if count is None else tuple(item(self) for _ in range(count))
-
     def strings(self, field: str) -> tuple[str, ...]:
         return self.array(field, lambda r: r.string(field))
 
