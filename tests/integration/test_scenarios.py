@@ -316,7 +316,8 @@ def test_9_every_dashboard_query_returns_data_for_its_scenario(mon: LocalStack) 
     above, each return data; a live group with lag feeds the consumer-group panels."""
     from confluent_kafka import Producer
 
-    from dashboards.catalog import load_all, queries_for_prometheus
+    from dashboards.catalog import load_all
+    from tests.dashboard_queries import queries_for_prometheus
     topic, group = "s9-lag", "s9-group"
     create_topic(mon, topic, partitions=2, rf=3)
     assert mon.state
@@ -423,7 +424,8 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
     order, as many as the counters say; and the dashboards' annotations mark those moments."""
     from collections import Counter
 
-    from dashboards.catalog import load_all, queries_for_prometheus
+    from dashboards.catalog import load_all
+    from tests.dashboard_queries import queries_for_prometheus
     from kmon.history import Transition
     assert mon.state
     started = time.time()

@@ -21,6 +21,7 @@ from typing import Iterator
 import pytest
 
 from dashboards import catalog
+from tests import dashboard_queries
 from dashboards.cli import add_dashboards_parser
 from dashboards.push import DATASOURCE_UID, SCRAPE_INTERVAL, folder_uid, without_userinfo
 from kmon.metrics import CATALOG, CONSUMER_STATUSES, GROUP_STATES, known_series_names
@@ -38,8 +39,8 @@ CLUSTER_FILTER = 'cluster=~"$cluster'  # also matches the "$cluster|" form used 
 GRAFANA_VARIABLES = {"__rate_interval", "__interval", "__range"}
 
 
-def all_queries() -> list[catalog.Query]:
-    return [q for d in DASHBOARDS.values() for q in catalog.queries(d)]
+def all_queries() -> list[dashboard_queries.Query]:
+    return [q for d in DASHBOARDS.values() for q in dashboard_queries.queries(d)]
 
 
 def by_dashboard(test):
@@ -73,9 +74,9 @@ def test_datasource_and_cluster_variables(dashboard: dict) -> None:
     assert ds["current"]["value"] == DATASOURCE_UID
     cluster = variables["cluster"]
     assert cluster["type"] == "query" and cluster["datasource"] == DATASOURCE_REF
-    assert catalog.metric_names(cluster["definition"]) <= known_series_names()
-    for name, query in catalog.variable_queries(dashboard):
-        assert catalog.metric_names(query) <= known_series_names(), name
+    assert dashboard_queries.metric_names(cluster["definition"]) <= known_series_names()
+    for name, query in dashboard_queries.variable_queries(dashboard):
+        assert dashboard_queries.metric_names(query) <= known_series_names(), name
         if name != "cluster":
             assert CLUSTER_FILTER in query, f"variable {name} lists values of every cluster"
             assert variables[name]["multi"] and variables[name]["includeAll"], name
@@ -84,8 +85,8 @@ def test_datasource_and_cluster_variables(dashboard: dict) -> None:
 @by_dashboard
 def test_every_variable_used_is_defined(dashboard: dict) -> None:
     defined = {v["name"] for v in dashboard["templating"]["list"]} | GRAFANA_VARIABLES
-    for q in catalog.queries(dashboard):
-        assert catalog.variables(q.expr) <= defined, (q.panel, q.expr)
+    for q in dashboard_queries.queries(dashboard):
+        assert dashboard_queries.variables(q.expr) <= defined, (q.panel, q.expr)
 
 
 @by_dashboard
@@ -103,7 +104,7 @@ def test_the_moments_are_marked_by_annotations_of_the_datasource() -> None:
     """Issue 14: controller changes, brokers down and up, unclean elections and rebalance
     storms, each titled with what and where; what they return is checked against a real
     Prometheus after the fault scenarios (tests/integration/test_scenarios.py)."""
-    marked = {uid: {a["name"]: a for a in catalog.annotations(d)} for uid, d in DASHBOARDS.items()}
+    marked = {uid: {a["name"]: a for a in dashboard_queries.annotations(d)} for uid, d in DASHBOARDS.items()}
     assert set(marked["kmon-cluster-health"]) == {"Controller changes", "Broker down", "Broker up",
                                                   "Unclean leader elections"}
     assert set(marked["kmon-consumer-groups"]) == {"Rebalance storms"}
@@ -116,13 +117,13 @@ def test_the_moments_are_marked_by_annotations_of_the_datasource() -> None:
 def test_the_rebalance_storm_annotation_marks_what_the_alert_fires_on() -> None:
     rules = (REPO / "deploy/prometheus/rules/kmon-alerts.yml").read_text()
     alert = re.search(r"alert: ConsumerGroupRebalanceStorm\n\s+expr: (.*)\n", rules).group(1)   # type: ignore[union-attr]
-    annotation = catalog.annotations(DASHBOARDS["kmon-consumer-groups"])[0]["expr"]
+    annotation = dashboard_queries.annotations(DASHBOARDS["kmon-consumer-groups"])[0]["expr"]
     assert annotation.replace('{cluster=~"$cluster", group=~"$group", type=~"$type"}', "") == alert
 
 
 @pytest.mark.parametrize("query", all_queries(), ids=lambda q: f"{q.dashboard}/{q.panel}/{q.ref_id}")
-def test_every_selector_is_filtered_by_cluster(query: catalog.Query) -> None:
-    names = catalog.metric_names(query.expr)
+def test_every_selector_is_filtered_by_cluster(query: dashboard_queries.Query) -> None:
+    names = dashboard_queries.metric_names(query.expr)
     assert names, query.expr
     for name in names:
         for m in re.finditer(rf"(?<![\w:]){re.escape(name)}(?![\w:])(\{{[^}}]*\}})?", query.expr):
@@ -131,12 +132,12 @@ def test_every_selector_is_filtered_by_cluster(query: catalog.Query) -> None:
 
 def test_every_metric_a_panel_uses_is_exported() -> None:
     unknown = {(q.dashboard, q.panel, name) for q in all_queries()
-               for name in catalog.metric_names(q.expr) - known_series_names() - catalog.BUILTIN_SERIES}
+               for name in dashboard_queries.metric_names(q.expr) - known_series_names() - dashboard_queries.BUILTIN_SERIES}
     assert not unknown, sorted(unknown)
 
 
 def test_every_view_metric_has_a_panel() -> None:
-    used = set().union(*(catalog.metric_names(q.expr) for q in all_queries()))
+    used = set().union(*(dashboard_queries.metric_names(q.expr) for q in all_queries()))
     missing = {m.name for m in CATALOG if m.family not in ("collector", "self")} - used
     assert not missing, f"metrics without a panel: {sorted(missing)}"
 
@@ -146,12 +147,12 @@ def test_the_kraft_only_metrics_have_their_own_dashboard() -> None:
     empty, and the KRaft dashboard lists only KRaft clusters."""
     kraft_only = {m.name for m in CATALOG if m.kraft_only}
     for q in all_queries():
-        names = catalog.metric_names(q.expr)
+        names = dashboard_queries.metric_names(q.expr)
         if q.dashboard == KRAFT_DASHBOARD:
             assert names <= kraft_only, (q.panel, names - kraft_only)
         else:
             assert not names & kraft_only, (q.dashboard, q.panel, names & kraft_only)
-    assert catalog.metric_names(next(v for v in DASHBOARDS[KRAFT_DASHBOARD]["templating"]["list"]
+    assert dashboard_queries.metric_names(next(v for v in DASHBOARDS[KRAFT_DASHBOARD]["templating"]["list"]
                                      if v["name"] == "cluster")["definition"]) <= kraft_only
 
 
@@ -171,15 +172,15 @@ def test_group_timelines_show_every_value(title: str, label: str, values: set[st
 def test_every_expression_parses_with_promtool(tmp_path: Path) -> None:
     # promtool parses recording rules with Prometheus' own PromQL parser; a recording
     # rule per expression, named after its dashboard and position, locates a failure.
-    values = catalog.template_values("kmon-test.1")
-    names: dict[str, catalog.Query] = {}
+    values = dashboard_queries.template_values("kmon-test.1")
+    names: dict[str, dashboard_queries.Query] = {}
     lines = ["groups:"]
     for uid, dashboard in DASHBOARDS.items():
         lines += [f"  - name: {uid}", "    rules:"]
-        for i, q in enumerate(catalog.queries(dashboard)):
+        for i, q in enumerate(dashboard_queries.queries(dashboard)):
             record = f"{uid.replace('-', '_')}:q{i}"
             names[record] = q
-            expr = json.dumps(catalog.substitute(q.expr, values))  # a JSON string is a YAML scalar
+            expr = json.dumps(dashboard_queries.substitute(q.expr, values))  # a JSON string is a YAML scalar
             lines += [f"      - record: {record}", f"        expr: {expr}"]
     rules = tmp_path / "dashboards.rules.yml"
     rules.write_text("\n".join(lines) + "\n")
@@ -206,14 +207,14 @@ def test_every_expression_parses_with_promtool(tmp_path: Path) -> None:
     ("kmom_brokers", {"kmom_brokers"}),  # a typo is reported, not dropped
 ])
 def test_metric_names(expr: str, names: set[str]) -> None:
-    assert catalog.metric_names(expr) == names
+    assert dashboard_queries.metric_names(expr) == names
 
 
 def test_queries_for_prometheus_substitute_every_variable() -> None:
     for dashboard in DASHBOARDS.values():
-        queries = catalog.queries_for_prometheus(dashboard, "prod.eu") + \
-            catalog.queries_for_prometheus(dashboard, "prod.eu", annotation=True)
-        assert len(queries) == len(catalog.queries(dashboard))
+        queries = dashboard_queries.queries_for_prometheus(dashboard, "prod.eu") + \
+            dashboard_queries.queries_for_prometheus(dashboard, "prod.eu", annotation=True)
+        assert len(queries) == len(dashboard_queries.queries(dashboard))
         for title, expr in queries:
             assert "$" not in expr.replace('"prod\\\\.eu|"', ""), (title, expr)
             assert 'cluster=~"prod\\\\.eu' in expr, (title, expr)
@@ -222,7 +223,7 @@ def test_queries_for_prometheus_substitute_every_variable() -> None:
 def test_panels_inside_collapsed_rows_are_found() -> None:
     inner = {"id": 2, "title": "inner", "targets": [{"refId": "A", "expr": "kmon_brokers"}]}
     dashboard = {"uid": "x", "panels": [{"id": 1, "type": "row", "collapsed": True, "panels": [inner]}]}
-    assert [q.panel for q in catalog.queries(dashboard)] == ["inner"]
+    assert [q.panel for q in dashboard_queries.queries(dashboard)] == ["inner"]
 
 
 # ------------------------------------------------------------------ file provisioning
