@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import failover, groups, idle, kraft, peers, plot, scrape, soak, startup, stream, suite_cpu, zk
+from bench import buffer, failover, groups, idle, kraft, peers, plot, scrape, soak, startup, stream, suite_cpu, zk
 from bench.peers.faults import FAULTS, NOT_ON_KRAFT
 from streaming.config import StreamConfig
 
@@ -46,6 +46,9 @@ def main() -> int:
     k.add_argument("--measure", default=",".join(kraft.MEASURES),
                    help="which runs, comma-separated (zk takes most of a round and does not change with the KRaft "
                         "collector)")
+    b = sub.add_parser("buffer", help="the collectors' events buffer through an events-cluster outage: resident "
+                                      "memory per event held (no Kafka)")
+    b.add_argument("--partitions", default="20000,100000", help="comma-separated sizes of the snapshot held")
     g = sub.add_parser("groups", help="the consumer-group collector beside kafka-consumer-groups")
     g.add_argument("--groups", default="1000,10000")
     f = sub.add_parser("failover", help="broker deaths -> views -> alerts, events on their own cluster beside "
@@ -105,6 +108,8 @@ def main() -> int:
     print(f"machine: {platform.node()} {platform.machine()}, python {platform.python_version()}", file=sys.stderr)
     if args.what == "scrape":
         rows = [scrape.run(int(n), args.partition_detail) for n in args.partitions.split(",")]
+    elif args.what == "buffer":
+        rows = [buffer.run(int(n), log) for n in args.partitions.split(",")]
     elif args.what == "groups":
         rows = groups.run([int(n) for n in args.groups.split(",")], log)
     elif args.what == "failover":
