@@ -4,6 +4,7 @@ transport) and the pure fold (the logic)."""
 from __future__ import annotations
 
 import json
+import gc
 import os
 import statistics
 import time
@@ -95,6 +96,9 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
         limits = {"transport_events_per_s": produced / _read_to_end(boot, produced),
                   **_logic_limits(messages, cfg.max_offsets_per_trigger)}
         del messages
+        gc.collect()
+        # what the driver process holds before the app: the bench's own data and what it left behind
+        before_app_mb = rss_mb(os.getpid())
         app = StreamApp(cfg)
         app.start()
         driver_s = _time_driver(app)
@@ -109,6 +113,8 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
             progress(f"event -> export delay, {delay_samples} samples")
             delays, scrapes, scrape_bytes = _delays(app, boot, delay_samples, zxid)
             memory = _memory()
+            memory["driver_python_before_app_mb"] = before_app_mb
+            memory["driver_python_app_mb"] = memory["driver_python_rss_mb"] - before_app_mb
         finally:
             app.stop()
     drain = produced / drain_s
