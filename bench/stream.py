@@ -3,8 +3,8 @@ and, on the same backlog, the limits the drain is held against: a plain consumer
 transport) and the pure fold (the logic)."""
 from __future__ import annotations
 
-import json
 import gc
+import json
 import os
 import statistics
 import time
