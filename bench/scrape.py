@@ -8,7 +8,7 @@ from typing import Callable, Iterable
 
 from bench.synthetic import Shape, Zxids, broker_failure, healthy
 from kmon.events import Event
-from streaming.fold.records import EntityRecord, apply_event
+from streaming.fold.entity import EntityRecord, apply_event
 from streaming.views import ViewOptions, Views
 from streaming.views.stats import SelfStats
 

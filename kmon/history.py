@@ -40,7 +40,7 @@ TRANSITION_KINDS: dict[str, str] = {
 class Counted(NamedTuple):
     """One counted transition, named once: the counter the views export, the key of its count in an
     entity's record (per broker where ``per_broker``), and the history kinds whose rows it counts,
-    one each. The fold counts from the rows (streaming/fold/records.py), so a counter is the number of
+    one each. The fold counts from the rows (streaming/fold/entity.py), so a counter is the number of
     rows of its kinds with its labels, by construction."""
     metric: str
     key: str

@@ -25,7 +25,7 @@ from streaming.driver import ViewDriver
 from streaming.exporter import serve_metrics
 from streaming.fold import entity_step
 from streaming.fold.arrow import from_ipc
-from streaming.fold.records import RecordJson
+from streaming.fold.entity import RecordJson
 from streaming.gc_tuning import FrozenAfterUse, collect_less_often
 from streaming.history_log import HistoryLog, writer_id
 from streaming.checkpoint_lock import CheckpointLock

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from streaming.fold.records import UNKNOWN_SOURCE, RecordJson, record_from_json
+from streaming.fold.entity import UNKNOWN_SOURCE, RecordJson, record_from_json
 from streaming.history_log import HistoryLog
 from streaming.published import LatestPublished, Published
 from streaming.record_log import RecordLog

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 
 from kmon.codec import parse_json, to_json
 from kmon.events import MalformedEvent
-from streaming.fold.records import EntityRecord, RecordJson, cluster_of, record_from_json
+from streaming.fold.entity import EntityRecord, RecordJson, cluster_of, record_from_json
 
 log = logging.getLogger("kmon.stream")
 

@@ -8,7 +8,7 @@ batch, which held a backlog drain back (bench/NOTES.md); a bucket pays that once
 of keys.
 
 Within a bucket each key's rows are folded in Kafka offset order by :func:`fold` with
-:func:`streaming.fold.records.apply_event`, which returns one row describing the key after the batch,
+:func:`streaming.fold.entity.apply_event`, which returns one row describing the key after the batch,
 plus what it saw, for the self-metrics, and the transitions it counted, for the history
 (streaming/fold/history.py). Malformed values, and a stored record that no longer decodes, are
 counted and the first reason is returned so the driver can log it with its partition and
@@ -25,7 +25,7 @@ from kmon.codec import decode, parse_json, to_json
 from kmon.events import MalformedEvent
 from kmon.history import Transition
 from streaming.fold.arrow import table, to_ipc
-from streaming.fold.records import (UNKNOWN_SOURCE, Applied, apply_event, cluster_of, record_from_json,
+from streaming.fold.entity import (UNKNOWN_SOURCE, Applied, apply_event, cluster_of, record_from_json,
                                record_to_json)
 
 # Fixed once a checkpoint holds state: a key must stay in its bucket. 256 keeps a bucket's

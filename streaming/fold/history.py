@@ -1,7 +1,7 @@
 """The transitions of one applied event, as history rows: pure.
 
-:func:`transitions` compares an entity's state before and after an event that
-:func:`streaming.fold.records.apply_event` applies, and names what changed, one row per
+:func:`rows` compares an entity's state before and after an event that
+:func:`streaming.fold.entity.apply_event` applies, and names what changed, one row per
 transition; apply_event counts those rows (kmon.history.COUNTED), so that a counter always
 equals the number of its rows. A first observation of an entity that was there before kmon
 watched (part of a resync snapshot) is not a transition.
@@ -16,15 +16,15 @@ from streaming.fold.transitions import (RECOVERING, broker_transitions, controll
                                         partition_transitions, saw_every_version)
 
 
-def transitions(prev: Any, new: Any, event: Event, first_sight: bool) -> tuple[Transition, ...]:
+def rows(prev: Any, new: Any, event: Event, first_sight: bool) -> tuple[Transition, ...]:
     """``prev``/``new``: the entity's state before and after (None: none, or deleted);
     ``first_sight``: kmon held no record of it at all, not even a deletion's."""
     if prev is None and new is not None and first_sight and event.snapshot_id is not None:
         return ()   # first seen in a resync: there before kmon watched
-    return tuple(_rows(prev, new, event))
+    return tuple(_rows_of(prev, new, event))
 
 
-def _rows(prev: Any, new: Any, event: Event) -> list[Transition]:
+def _rows_of(prev: Any, new: Any, event: Event) -> list[Transition]:
     # when it happened: the controller's append time of a metadata record (a collector restarted reads
     # what happened while it was away later), else when a collector observed it
     when = event.log.append_ms if event.log is not None and event.log.append_ms is not None else event.observed_ms

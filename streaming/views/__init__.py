@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from typing import Callable, Mapping
 
-from streaming.fold.records import EntityRecord, cluster_of
+from streaming.fold.entity import EntityRecord, cluster_of
 from streaming.views import balance, brokers, controller, groups, isr, quorum
 from streaming.views import self as self_family
 from streaming.views.cluster import ClusterModel, ViewOptions

@@ -1,6 +1,6 @@
 """One cluster's entity records as the view families read them, kept up to date batch by batch.
 
-The driver applies each micro-batch's changed records (see streaming.fold.records). What the
+The driver applies each micro-batch's changed records (see streaming.fold.entity). What the
 families derive per topic or per entity is memoised here and recomputed only for what a
 batch touched, so a batch costs what changed in it, not the size of the cluster. A broker
 failure touches every topic but only the partitions that broker held: a partition is judged
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Collection, Iterable, Literal, Mapping, Protocol, TypeVar
 
 from kmon.events import MARKER_KINDS, BrokerState, PartitionState, TopicState
-from streaming.fold.records import EntityRecord
+from streaming.fold.entity import EntityRecord
 from streaming.fold.transitions import NO_LEADER
 
 Detail = Literal["unhealthy", "all", "none"]

@@ -11,7 +11,7 @@ from typing import Iterator
 from kmon.events import GroupState
 from kmon.history import REBALANCES
 from kmon.metrics import CONSUMER_STATUSES, GROUP_STATES
-from streaming.fold.records import EntityRecord
+from streaming.fold.entity import EntityRecord
 from streaming.views.cluster import ClusterModel
 from streaming.views.exposition import Sample, Since, Text, render
 

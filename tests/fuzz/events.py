@@ -6,7 +6,7 @@ this mutates valid events' bytes and documents many times over, and folds whole 
 * ``decode``: kmon.codec.decode on one value: an Event or MalformedEvent, nothing else; an Event
   is written back as it was read.
 * ``fold``: one key's values folded by the stream's step (streaming/fold/entity_step.fold, which
-  calls records.apply_event) onto a stored record: it never raises, its record is read back by
+  calls entity.apply_event) onto a stored record: it never raises, its record is read back by
   the next batch, each value that does not decode is counted, and the record is exactly the one
   the values that decode make (the entity kept its last good state).
 """
@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from kmon.codec import decode, encode
 from kmon.events import KINDS, Event, MalformedEvent
 from streaming.fold.entity_step import fold
-from streaming.fold.records import record_from_json
+from streaming.fold.entity import record_from_json
 from tests.fuzz.cases import Case
 from tests.fuzz.engine import Target
 from tests.unit.event_strategies import events, key_of

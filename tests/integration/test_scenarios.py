@@ -18,7 +18,7 @@ from kmon.history import CONTROLLER_CHANGES
 from kmon.metrics import CATALOG
 from stack.local import LocalStack
 from stack.process import free_port
-from streaming.fold.records import apply_event
+from streaming.fold.entity import apply_event
 from tests.conftest import monitored_stack
 from tests.support import (RuleEvaluations, assert_history_agrees, assigned_replicas, create_topic, ever_fired,
                            events_on, eventually, firing, history_rows, leave_group, metrics, never, partition_state,

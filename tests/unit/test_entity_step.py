@@ -4,7 +4,7 @@ import json
 from kmon.codec import encode
 from kmon.events import ControllerState, Event, PartitionState, ZnodeMeta
 from streaming.fold.entity_step import fold_bucket, summarise
-from streaming.fold.records import record_from_json
+from streaming.fold.entity import record_from_json
 
 
 def value(entity: str, state, zxid: int) -> str:

@@ -28,8 +28,8 @@ from kmon.history import (CONTROLLER_CHANGES, COUNTED, ELR_LEADER_ELECTIONS, ISR
                           order_key)
 from streaming.fold.arrow import from_ipc, table, to_ipc
 from streaming.fold.entity_step import fold
-from streaming.fold.history import transitions
-from streaming.fold.records import Applied, EntityRecord, apply_event, record_from_json
+from streaming.fold.history import rows
+from streaming.fold.entity import Applied, EntityRecord, apply_event, record_from_json
 from streaming.history_log import HistoryLog, files, read
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -559,5 +559,5 @@ def test_a_kraft_row_is_timed_by_the_controllers_append_not_by_when_a_collector_
     old, new = PartitionState("t", 0, 1, 0, (1, 2), 1), PartitionState("t", 0, 1, 0, (1,), 1)
     event = Event(cluster="c1", source="kraft", kind="partition", entity="partition:t:0", op="upsert",
                   observed_ms=T0 + 60_000, data=new, log=LogMeta(offset=42, epoch=3, append_ms=T0))
-    (row,) = transitions(old, new, event, first_sight=False)
+    (row,) = rows(old, new, event, first_sight=False)
     assert (row.kind, row.time_ms, row.position) == ("isr_shrink", T0, 42)

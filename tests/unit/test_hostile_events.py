@@ -25,7 +25,7 @@ from kmon.events import (EVENTS_TOPIC, KINDS, STATE_TYPES, ControllerState, Even
                          ZnodeMeta)
 from streaming.driver import ViewDriver
 from streaming.fold.entity_step import fold
-from streaming.fold.records import EntityRecord, record_from_json, record_to_json
+from streaming.fold.entity import EntityRecord, record_from_json, record_to_json
 from streaming.published import LatestPublished
 from streaming.record_log import RecordLog
 from streaming.views import ViewOptions

@@ -1,7 +1,7 @@
 """The driver's record log: what a restarted app loads, and how often it rewrites everything."""
 from pathlib import Path
 
-from streaming.fold.records import EntityRecord, RecordJson, record_from_json, record_to_json
+from streaming.fold.entity import EntityRecord, RecordJson, record_from_json, record_to_json
 from streaming.record_log import RecordLog
 from tests.unit.views_builders import controller_row
 

@@ -7,7 +7,7 @@ import pytest
 from kmon.codec import decode, encode
 from kmon.events import (ControllerState, Event, GroupMember, GroupState, MalformedEvent, PartitionState,
                          SnapshotMarker, TopicLag, TopicState, ZnodeMeta)
-from streaming.fold.records import (Applied, EntityRecord, apply_event, record_from_json,
+from streaming.fold.entity import (Applied, EntityRecord, apply_event, record_from_json,
                                record_to_json)
 
 

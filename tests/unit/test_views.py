@@ -6,7 +6,7 @@ import pytest
 from kmon.events import (BrokerState, ControllerState, GroupMember, GroupState, PartitionState, QuorumReplica,
                          QuorumState, ReassignmentState, SnapshotMarker, TopicDeletionState, TopicLag)
 from kmon.metrics import CATALOG
-from streaming.fold.records import EntityRecord
+from streaming.fold.entity import EntityRecord
 from streaming.views import ViewOptions, Views
 from streaming.views.stats import SelfStats
 from tests.unit.views_builders import BROKERS, Series, broker, keyed, parse, part, rec, topic, value

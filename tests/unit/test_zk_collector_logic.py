@@ -9,7 +9,7 @@ import pytest
 from collectors.zk.tree import Read, Round, ZkTree, version_gap
 from kmon.events import ControllerState, Event
 from kmon.history import CONTROLLER_CHANGES
-from streaming.fold.records import apply_event
+from streaming.fold.entity import apply_event
 from tests.unit.fakes import FakeZk
 from tests.unit.zk_builders import PATHS, add_topic, kafka_tree, set_state, snapshot
 

@@ -6,7 +6,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kmon.codec import encode
 from kmon.events import BrokerState, ControllerState, Event, PartitionState, TopicState, ZnodeMeta
 from streaming.fold.entity_step import fold, summarise
-from streaming.fold.records import EntityRecord
+from streaming.fold.entity import EntityRecord
 from streaming.history_log import HistoryLog
 from streaming.published import LatestPublished
 

@@ -17,7 +17,7 @@ from kmon.codec import from_plain, parse_json, to_json
 from kmon.events import (MARKER_KINDS, STATE_TYPES, BrokerId, Event, GroupState, Int64, MalformedEvent, Source,
                          SnapshotMarker)
 from kmon.history import COUNTED_BY_KIND, Transition
-from streaming.fold.history import transitions
+from streaming.fold.history import rows
 
 RESYNCS = "resyncs"   # a snapshot marker's counter: no transition of the cluster, no history row
 
@@ -135,7 +135,7 @@ def _delete(record: EntityRecord | None, event: Event) -> Folded:
         return Folded(_touch(record, event), Applied.DUPLICATE)
     # The tombstone keeps the position so an older replayed upsert cannot resurrect the
     # entity; the counters go with the entity.
-    told = transitions(record.state if record is not None else None, None, event, first_sight=record is None)
+    told = rows(record.state if record is not None else None, None, event, first_sight=record is None)
     return Folded(_touch(record or _empty(event), event, state=None, counters={}, broker_counters={},
                          state_since_ms=None, deleted=True), Applied.APPLIED, told)
 
@@ -157,7 +157,7 @@ def _upsert(record: EntityRecord | None, event: Event) -> Folded:
             new = _merge_group(prev, new)
     if live is not None and prev == new:
         return Folded(_touch(live, event), Applied.DUPLICATE)
-    told = transitions(told_prev, new, event, first_sight=record is None)
+    told = rows(told_prev, new, event, first_sight=record is None)
     increments, per_broker = _tally(told)
     counters = _add(live.counters if live is not None else {}, increments)
     broker_counters = live.broker_counters if live is not None else {}
