@@ -17,27 +17,19 @@ from collectors.telemetry import Telemetry
 from kmon.events import Event, GroupState
 from stack.local import LocalStack
 from tests.support import create_topic, eventually, leave_group, partition_state
+from tests.unit.fakes import ListSink
 
 pytestmark = pytest.mark.integration
 
 
-class Recorder:
-    """EventSink keeping every event, for the test to read."""
+class Recorder(ListSink):
+    """Every event kept, read by group."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._events: list[Event] = []
-
-    def publish(self, event: Event) -> None:
-        with self._lock:
-            self._events.append(event)
-
-    def events(self, group: str) -> list[Event]:
-        with self._lock:
-            return [e for e in self._events if e.entity == f"group:{group}"]
+    def of_group(self, group: str) -> list[Event]:
+        return [e for e in self.taken() if e.entity == f"group:{group}"]
 
     def states(self, group: str, origin: str) -> list[GroupState]:
-        return [e.data for e in self.events(group) if e.op == "upsert" and e.data.origin == origin]
+        return [e.data for e in self.of_group(group) if e.op == "upsert" and e.data.origin == origin]
 
 
 class Member:
@@ -242,7 +234,7 @@ def test_lag_in_messages_and_seconds_then_group_deleted(scenario: Scenario) -> N
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.delete_consumer_groups([group], request_timeout=30)[group].result(30)
-    eventually(lambda: any(e.op == "delete" for e in scenario.recorder.events(group)), 30, "a delete event")
+    eventually(lambda: any(e.op == "delete" for e in scenario.recorder.of_group(group)), 30, "a delete event")
 
 
 def test_lag_follows_the_end_offset_after_the_leader_moved_twice(scenario: Scenario) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
 
@@ -9,6 +10,24 @@ from kazoo.protocol.states import ZnodeStat
 
 from collectors.zk.tree import Read, Round, ZkTree
 from dashboards.push import DATASOURCE_UID
+from kmon.events import Event
+
+
+class ListSink:
+    """An EventSink that keeps every event published to it, in order (publishers may be threads)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.events: list[Event] = []
+
+    def publish(self, event: Event) -> None:
+        with self._lock:
+            self.events.append(event)
+
+    def taken(self) -> list[Event]:
+        """A copy of the events so far, safe to read while publishers go on."""
+        with self._lock:
+            return list(self.events)
 
 
 class Clock:

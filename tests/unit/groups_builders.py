@@ -25,7 +25,7 @@ from collectors.groups.offsets_codec import (
 from collectors.groups.offsets_reader import OffsetsReader
 from collectors.groups.outputs import Emitter
 from collectors.telemetry import Telemetry
-from kmon.events import Event
+from tests.unit.fakes import ListSink
 
 CONSUMER, SHARE, STREAMS = GroupType.CONSUMER, GroupType.SHARE, GroupType.STREAMS
 G = "orders-app"
@@ -105,16 +105,8 @@ class Record:
     def timestamp(self) -> tuple[int, int]: return TIMESTAMP_TYPE_CREATE_TIME, self.timestamp_
 
 
-class Sink:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def publish(self, event: Event) -> None:
-        self.events.append(event)
-
-
-def reader(**settings: object) -> tuple[OffsetsReader, GroupBook, Sink, Telemetry]:
-    book, sink, telemetry = GroupBook(), Sink(), Telemetry("c")
+def reader(**settings: object) -> tuple[OffsetsReader, GroupBook, ListSink, Telemetry]:
+    book, sink, telemetry = GroupBook(), ListSink(), Telemetry("c")
     config = GroupsConfig("h:9092", "c", **settings)  # type: ignore[arg-type]
     emitter = Emitter("c", sink, telemetry)
     return OffsetsReader(config, book, emitter, ModernStates(emitter), named), book, sink, telemetry

@@ -14,6 +14,7 @@ from collectors.broker_probe import BrokerProbe, Target, target_of
 from collectors.telemetry import Telemetry
 from kmon.events import BrokerState, Endpoint, Event, entity_key
 from kmon.reachability import kafka_probe
+from tests.unit.fakes import ListSink
 
 
 def broker(broker_id: int, *endpoints: Endpoint) -> Event:
@@ -32,14 +33,6 @@ def test_the_plaintext_listener_is_probed_first_then_sasl_then_tls() -> None:
     assert target_of(broker(1, sasl_ssl, ssl_, plain).data) == Target("i", 9092, tls=False)
     assert target_of(broker(1, sasl_ssl, ssl_).data) == Target("t", 9094, tls=True)
     assert target_of(broker(1).data) is None
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def publish(self, event: Event) -> None:
-        self.events.append(event)
 
 
 class Server:
@@ -88,7 +81,7 @@ def test_each_registered_broker_is_probed_and_one_gone_is_forgotten_later(server
     now = [0.0]
     telemetry = Telemetry("c")
     probe = BrokerProbe(telemetry, timeout_s=0.3, forget_after_s=60, clock=lambda: now[0])
-    sink = Sink()
+    sink = ListSink()
     watched = probe.watching(sink)
     for event in (broker(1, Endpoint("PLAINTEXT", "127.0.0.1", answering.port, "PLAINTEXT")),
                   broker(2, Endpoint("PLAINTEXT", "127.0.0.1", silent.port, "PLAINTEXT"))):

@@ -26,9 +26,10 @@ from kmon.codec import decode, encode
 from kmon.events import GroupMember, GroupState, TopicLag
 from collectors.groups.offsets_codec import GroupTombstone, SubRecordTombstone
 from collectors.groups.share_state_codec import ShareSnapshot, ShareUpdate
-from tests.unit.groups_builders import (G, T, Record, Sink, current, deletion, epoch, join, member, reader, sample,
+from tests.unit.groups_builders import (G, T, Record, current, deletion, epoch, join, member, reader, sample,
                                        target, target_epoch)
 from tests.unit.offsets_builders import encode as encode_record
+from tests.unit.fakes import ListSink
 from tests.unit.offsets_builders import (encode_share_state, group_key, group_value, offset_key, offset_value,
                                         sample_group, sample_offset, share_state_key, tombstone)
 
@@ -443,7 +444,7 @@ def test_a_share_groups_start_offsets_are_its_committed_offsets() -> None:
 
 
 def test_a_share_partition_of_a_topic_not_named_yet_is_booked_once_its_name_is_known() -> None:
-    book, sink, telemetry = GroupBook(), Sink(), Telemetry("c")
+    book, sink, telemetry = GroupBook(), ListSink(), Telemetry("c")
     emitter = Emitter("c", sink, telemetry)
     names: dict[str, str] = {}
     offsets = OffsetsReader(GroupsConfig("h:9092", "c"), book, emitter, ModernStates(emitter),
@@ -458,7 +459,7 @@ def test_a_share_partition_of_a_topic_not_named_yet_is_booked_once_its_name_is_k
 
 
 def test_modern_groups_get_their_lag_from_the_poller_never_an_older_state() -> None:
-    sink = Sink()
+    sink = ListSink()
     modern = ModernStates(Emitter("c", sink, Telemetry("c")))
     modern.upsert(GroupState("m", "Reconciling", 2, group_type="consumer", origin="offsets", assignment_epoch=2))
     modern.emit_offsets({"m": Offsets({"orders": TopicLag(5, 1.0)}, "stalled", {"orders:0": "stalled"})})
@@ -482,7 +483,7 @@ def test_end_of_every_partition_means_caught_up() -> None:
 
 def test_collector_events_survive_the_wire_format() -> None:
     """What the collector emits is what the stream decodes (lag keyed by int partitions)."""
-    sink = Sink()
+    sink = ListSink()
     emitter = Emitter("c", sink, Telemetry("c"))
     lag = {"t": TopicLag(lag=5, lag_seconds=1.5, partitions={0: 2, 1: 3})}
     emitter.upsert(replace(state_from_metadata(sample_group(4)), lag=lag))
