@@ -272,7 +272,8 @@ def test_a_real_log() -> None:
 def test_kafka_s_tool_reads_the_real_log_as_stored(monkeypatch: pytest.MonkeyPatch) -> None:
     tools = find_toolchain()
     if shutil.which("java") is None or not any(tools.kafka4_libs.glob("kafka-tools-4.*.jar")):
-        pytest.skip("Java or Kafka 4's jars are not installed (deploy/install.sh)")
+        pytest.fail("Java or Kafka 4's jars are not installed: run deploy/install.sh, which `make test` runs first",
+                    pytrace=False)
     printed: list[str] = []
     monkeypatch.setattr(kraft, "dump", lambda files, t: printed.append(dump(files, t)) or printed[-1])
     stored = (DATA / "kraft-dump.txt").read_text()

@@ -173,7 +173,8 @@ _TOOLKIT_LINE = re.compile(r"session 0x([0-9a-f]+) cxid 0x[0-9a-f]+ zxid 0x([0-9
 def test_zookeeper_s_own_toolkit_reads_the_same_transactions() -> None:
     jars = find_toolchain().kafka_libs
     if shutil.which("java") is None or not any(jars.glob("zookeeper-3.8*.jar")):
-        pytest.skip("Java or ZooKeeper's jar is not installed (deploy/install.sh)")
+        pytest.fail("Java or ZooKeeper's jar is not installed: run deploy/install.sh, which `make test` runs first",
+                    pytrace=False)
     (log,) = (SAMPLE / "version-2").iterdir()
     out = subprocess.run(["java", "-cp", f"{jars}/*", "org.apache.zookeeper.server.persistence.TxnLogToolkit",
                           "-d", str(log)], capture_output=True, text=True, errors="replace", check=True,
