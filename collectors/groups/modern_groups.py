@@ -33,19 +33,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
-from collectors.groups.classic_records import GroupMetadata
+from collectors.groups.codec.classic_records import GroupMetadata
 from collectors.groups.keyed_fold import fold_by_key
-from collectors.groups.consumer_records import ConsumerGroupMember, ConsumerGroupMetadata
-from collectors.groups.modern_records import (
+from collectors.groups.codec.consumer_records import ConsumerGroupMember, ConsumerGroupMetadata
+from collectors.groups.codec.modern_records import (
     CurrentAssignment,
     TargetAssignment,
     TargetAssignmentMetadata,
     TopicPartitions,
 )
-from collectors.groups.offsets_codec import Record
-from collectors.groups.record_specs import GroupTombstone, GroupType, SubRecord, SubRecordTombstone
-from collectors.groups.share_records import ShareGroupMember, ShareGroupMetadata
-from collectors.groups.streams_records import (
+from collectors.groups.codec.offsets_codec import Record
+from collectors.groups.codec.record_specs import GroupTombstone, GroupType, SubRecord, SubRecordTombstone
+from collectors.groups.codec.share_records import ShareGroupMember, ShareGroupMetadata
+from collectors.groups.codec.streams_records import (
     StreamsCurrentAssignment,
     StreamsGroupMember,
     StreamsGroupMetadata,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from collectors.groups.keyed_fold import fold_by_key
-from collectors.groups.share_state_codec import (
+from collectors.groups.codec.share_state_codec import (
     ShareSnapshot,
     ShareStateRecord,
     ShareStateTombstone,

@@ -10,9 +10,9 @@ from confluent_kafka.admin import ConsumerGroupDescription
 
 from collectors.groups.lag import LagTable
 from collectors.groups.modern_groups import ModernGroup, ModernMember
-from collectors.groups.modern_records import TopicPartitions
-from collectors.groups.offsets_codec import GroupMetadata
-from collectors.groups.streams_records import StreamsTasks
+from collectors.groups.codec.modern_records import TopicPartitions
+from collectors.groups.codec.offsets_codec import GroupMetadata
+from collectors.groups.codec.streams_records import StreamsTasks
 from kmon.events import GroupMember, GroupState, TopicLag
 
 # what a member of Kafka 4's protocols that names no server-side assignor gets: the coordinator's

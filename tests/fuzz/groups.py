@@ -17,10 +17,10 @@ from typing import Callable, Iterator, TypeVar
 from confluent_kafka import KafkaError
 
 from collectors.groups.modern_groups import ModernGroup, apply, fold_records, view
-from collectors.groups.offsets_codec import MalformedRecord, UnknownRecord, decode_record
+from collectors.groups.codec.offsets_codec import MalformedRecord, UnknownRecord, decode_record
 from collectors.groups.offsets_reader import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from collectors.groups.share_delivery import delivered_to, progress_after
-from collectors.groups.share_state_codec import decode_share_state
+from collectors.groups.codec.share_state_codec import decode_share_state
 from collectors.groups.states import state_from_modern
 from kmon.codec import decode, encode
 from kmon.events import Event, GroupState

@@ -1,7 +1,7 @@
 """Sample modern group records of __consumer_offsets: every type (3-24) and value layout (SAMPLES), encoded."""
 from __future__ import annotations
 
-from collectors.groups.offsets_codec import (
+from collectors.groups.codec.offsets_codec import (
     ClassicMemberProtocol,
     ConsumerGroupMember,
     ConsumerGroupMetadata,

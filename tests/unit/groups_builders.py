@@ -9,7 +9,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME as TIMESTAMP_TYPE_CREATE_TIME,
 
 from collectors.groups.book import GroupBook, ModernStates
 from collectors.groups.config import GroupsConfig
-from collectors.groups.offsets_codec import (
+from collectors.groups.codec.offsets_codec import (
     ClassicMemberProtocol,
     ConsumerGroupMember,
     ConsumerGroupMetadata,

@@ -19,7 +19,7 @@ import struct
 import uuid
 from typing import Callable, Sequence, TypeVar, get_args
 
-from collectors.groups.offsets_codec import (
+from collectors.groups.codec.offsets_codec import (
     ConsumerGroupMember,
     ConsumerGroupMetadata,
     CurrentAssignment,
@@ -52,7 +52,7 @@ from collectors.groups.offsets_codec import (
     TopicPartitions,
     decode_record,
 )
-from collectors.groups.share_state_codec import ShareSnapshot, ShareUpdate, StateBatch
+from collectors.groups.codec.share_state_codec import ShareSnapshot, ShareUpdate, StateBatch
 
 T = TypeVar("T")
 

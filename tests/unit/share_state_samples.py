@@ -1,7 +1,7 @@
 """Sample __share_group_state records: both types in each Kafka line's layout (SAMPLES), and their group and topic."""
 from __future__ import annotations
 
-from collectors.groups.share_state_codec import ShareSnapshot, ShareUpdate, StateBatch
+from collectors.groups.codec.share_state_codec import ShareSnapshot, ShareUpdate, StateBatch
 from tests.unit.offsets_builders import CURRENT, EARLY_ACCESS
 
 G, ORDERS = "orders-share", "5f1c2a3e-8b4d-4e6f-9a0b-1c2d3e4f5a6b"

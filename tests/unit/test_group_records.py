@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.groups.offsets_codec import (
+from collectors.groups.codec.offsets_codec import (
     ClassicMemberProtocol,
     ConsumerGroupMember,
     ConsumerGroupMetadata,

@@ -17,15 +17,15 @@ from collectors.groups.book import GroupBook, ModernStates, Offsets, Seen
 from collectors.groups.config import GroupsConfig, NameFilter
 from collectors.groups.gather import batches, gather
 from collectors.groups.lag import LagTable
-from collectors.groups.offsets_codec import GroupMetadata
+from collectors.groups.codec.offsets_codec import GroupMetadata
 from collectors.groups.offsets_reader import OffsetsReader
 from collectors.groups.outputs import Emitter
 from collectors.groups.states import state_from_description, state_from_metadata, topic_lags
 from collectors.telemetry import Telemetry
 from kmon.codec import decode, encode
 from kmon.events import GroupMember, GroupState, TopicLag
-from collectors.groups.offsets_codec import GroupTombstone, SubRecordTombstone
-from collectors.groups.share_state_codec import ShareSnapshot, ShareUpdate
+from collectors.groups.codec.offsets_codec import GroupTombstone, SubRecordTombstone
+from collectors.groups.codec.share_state_codec import ShareSnapshot, ShareUpdate
 from tests.unit.groups_builders import (G, T, Record, current, deletion, epoch, join, member, reader, sample,
                                        target, target_epoch)
 from tests.unit.offsets_builders import encode as encode_record

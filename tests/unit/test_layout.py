@@ -79,3 +79,8 @@ def test_no_folder_imports_a_folder_that_imports_it_back() -> None:
 
     cycles = sorted((a, b) for a, targets in edges.items() for b in targets if reaches(b, a))
     assert cycles == []
+
+
+def test_the_groups_codec_is_below_the_groups_model_and_io() -> None:
+    """collectors/groups/codec reads Kafka's bytes only: it imports nothing else of the groups collector."""
+    assert folder_edges().get("collectors/groups/codec", set()) <= {"kmon"}

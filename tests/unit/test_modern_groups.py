@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from collectors.groups.modern_groups import GroupFold, ModernGroup, apply, fold_records, group_of, view
-from collectors.groups.offsets_codec import (
+from collectors.groups.codec.offsets_codec import (
     GroupMetadata,
     GroupTombstone,
     GroupTopicMetadata,

@@ -1,4 +1,4 @@
-"""Tests of collectors.groups.offsets_codec, its entry point and the classic records (types 0-2):
+"""Tests of collectors.groups.codec.offsets_codec, its entry point and the classic records (types 0-2):
 round trips, hand-built vectors, newer versions, fuzzing."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from collectors.groups.offsets_codec import (
+from collectors.groups.codec.offsets_codec import (
     GroupMember,
     GroupMetadata,
     GroupTombstone,

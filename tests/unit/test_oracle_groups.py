@@ -11,7 +11,7 @@ import pytest
 
 from bench.oracle import MalformedLog, OracleTransition
 from bench.oracle.groups import read, transitions
-from collectors.groups.offsets_codec import (ConsumerGroupMember, ConsumerGroupMetadata, GroupMetadata,
+from collectors.groups.codec.offsets_codec import (ConsumerGroupMember, ConsumerGroupMetadata, GroupMetadata,
                                              GroupTombstone, GroupType, OffsetCommit, ShareGroupMetadata,
                                              StreamsGroupMetadata, decode_record)
 from tests.unit.offsets_builders import encode, group_key, group_value, offset_key, offset_value, tombstone

@@ -4,7 +4,7 @@ from __share_group_state records as the share coordinator replays them."""
 from __future__ import annotations
 
 from collectors.groups.share_delivery import ShareProgress, delivered_to, fold_progress
-from collectors.groups.share_state_codec import (
+from collectors.groups.codec.share_state_codec import (
     ShareSnapshot,
     ShareStateRecordType,
     ShareStateTombstone,

@@ -1,4 +1,4 @@
-"""Tests of collectors.groups.share_state_codec, the records of __share_group_state: both
+"""Tests of collectors.groups.codec.share_state_codec, the records of __share_group_state: both
 types in every layout (4.0's, 4.1's, 4.2's) round-tripped through encoders written from the
 schemas, tombstones, unknown types and versions, hand-built byte vectors, and malformed input
 (truncations, trailing bytes, fuzzing)."""
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.groups.share_state_codec import (
+from collectors.groups.codec.share_state_codec import (
     MalformedRecord,
     ShareSnapshot,
     ShareStateRecord,

@@ -16,7 +16,7 @@ or value version newer than these comes back as :class:`UnknownRecord`, for the 
 
 from __future__ import annotations
 
-from collectors.groups.classic_records import (
+from collectors.groups.codec.classic_records import (
     CLASSIC_SPECS,
     GroupMember,
     GroupMetadata,
@@ -24,14 +24,14 @@ from collectors.groups.classic_records import (
     OffsetTombstone,
     TopicPartition,
 )
-from collectors.groups.consumer_records import (
+from collectors.groups.codec.consumer_records import (
     CONSUMER_SPECS,
     ClassicMemberProtocol,
     ConsumerGroupMember,
     ConsumerGroupMetadata,
     ResolvedRegularExpression,
 )
-from collectors.groups.modern_records import (
+from collectors.groups.codec.modern_records import (
     CurrentAssignment,
     GroupTopicMetadata,
     TargetAssignment,
@@ -39,8 +39,8 @@ from collectors.groups.modern_records import (
     TopicMetadata,
     TopicPartitions,
 )
-from collectors.groups.record_reader import MalformedRecord
-from collectors.groups.record_specs import (
+from collectors.groups.codec.record_reader import MalformedRecord
+from collectors.groups.codec.record_specs import (
     GroupTombstone,
     GroupType,
     RecordSpec,
@@ -50,14 +50,14 @@ from collectors.groups.record_specs import (
     UnknownRecord,
     decode,
 )
-from collectors.groups.share_records import (
+from collectors.groups.codec.share_records import (
     SHARE_SPECS,
     ShareGroupMember,
     ShareGroupMetadata,
     ShareGroupStatePartitions,
     ShareStateTopic,
 )
-from collectors.groups.streams_records import (
+from collectors.groups.codec.streams_records import (
     STREAMS_SPECS,
     Endpoint,
     StreamsCurrentAssignment,

@@ -14,14 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from collectors.groups.modern_records import (
+from collectors.groups.codec.modern_records import (
     current_assignment,
     group_topic_metadata,
     target_assignment,
     target_assignment_metadata,
 )
-from collectors.groups.record_reader import Reader
-from collectors.groups.record_specs import (
+from collectors.groups.codec.record_reader import Reader
+from collectors.groups.codec.record_specs import (
     MEMBER_KEY,
     GroupType,
     Key,

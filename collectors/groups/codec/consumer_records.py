@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from collectors.groups.modern_records import (
+from collectors.groups.codec.modern_records import (
     CurrentAssignment,
     current_assignment,
     group_topic_metadata,
@@ -17,8 +17,8 @@ from collectors.groups.modern_records import (
     target_assignment_metadata,
     topic_partitions,
 )
-from collectors.groups.record_reader import Reader, tagged
-from collectors.groups.record_specs import (
+from collectors.groups.codec.record_reader import Reader, tagged
+from collectors.groups.codec.record_specs import (
     MEMBER_KEY,
     GroupType,
     Key,

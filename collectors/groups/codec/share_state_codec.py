@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from collectors.groups.record_reader import MalformedRecord, Reader, tagged
-from collectors.groups.record_specs import Key, Layout, RecordSpec, UnknownRecord, decode
+from collectors.groups.codec.record_reader import MalformedRecord, Reader, tagged
+from collectors.groups.codec.record_specs import Key, Layout, RecordSpec, UnknownRecord, decode
 
 __all__ = [
     "MalformedRecord",
