@@ -15,13 +15,13 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from collectors.groups.book import NO_OFFSETS, GroupBook, ModernStates, Offsets, Seen
-from collectors.groups.consumer_status import ConsumerStatus
+from collectors.groups.consumer_status import ConsumerStatus, PartitionKey
 from collectors.groups.config import GroupsConfig
 from collectors.groups.gather import Gathered, K, gather
 from collectors.groups.lag import LagTable
 from collectors.groups.outputs import SOURCE, Emitter
 from collectors.groups.refusing import Broker, PollGate, refusing
-from collectors.groups.states import Partition, state_from_description, topic_lags
+from collectors.groups.states import state_from_description, topic_lags
 from kmon.events import GroupState, TopicLag
 
 log = logging.getLogger("kmon.collector.groups")
@@ -49,7 +49,7 @@ def present_groups(listed: Iterable[str], described: Mapping[str, GroupState],
     return alive | unsure | set(folded)
 
 
-def refused(failures: Mapping[Partition, BaseException]) -> list[Partition]:
+def refused(failures: Mapping[PartitionKey, BaseException]) -> list[PartitionKey]:
     """Pure: the partitions worth asking again after a metadata refresh: those answered with
     an error (a moved leader: NOT_LEADER, FENCED_LEADER_EPOCH) or without a leader. A
     partition whose request timed out (its leader away) would only time out again."""
@@ -81,7 +81,7 @@ class AdminPoller:
         # set once the __consumer_offsets reader holds every committed offset (None: no reader)
         self._offsets_read = offsets_read
         self._samples = LagTable()
-        self._sampled: set[Partition] = set()
+        self._sampled: set[PartitionKey] = set()
         self._lags: dict[str, dict[str, TopicLag]] = {}   # latest lag per group, sent with every event
         self._judge = ConsumerStatus(config.stall_window_s)
         self._offsets: dict[str, Offsets] = {}   # what each group's events carry of its offsets
@@ -263,7 +263,7 @@ class AdminPoller:
                 (tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or ()
                 if tp.error is None and tp.offset >= 0})
 
-    def _sample_end_offsets(self, partitions: set[Partition]) -> dict[Partition, int]:
+    def _sample_end_offsets(self, partitions: set[PartitionKey]) -> dict[PartitionKey, int]:
         end_offsets, failures = self._list_offsets(sorted(partitions))
         again = refused(failures)
         if again:
@@ -281,12 +281,12 @@ class AdminPoller:
         self._sampled = set(partitions)
         return end_offsets
 
-    def _list_offsets(self, partitions: list[Partition]) -> tuple[dict[Partition, int], dict[Partition, BaseException]]:
+    def _list_offsets(self, partitions: list[PartitionKey]) -> tuple[dict[PartitionKey, int], dict[PartitionKey, BaseException]]:
         """End offsets, and why the others are missing. A partition without a leader is
         answered with a negative offset, not an error: unknown, not 0."""
         timeout = self._config.request_timeout_s
 
-        def submit(batch: list[Partition]) -> dict:
+        def submit(batch: list[PartitionKey]) -> dict:
             futures = self._admin.list_offsets(
                 {TopicPartition(t, p): OffsetSpec.latest() for t, p in batch}, request_timeout=timeout)
             return {(tp.topic, tp.partition): f for tp, f in futures.items()}
@@ -307,7 +307,7 @@ class AdminPoller:
         except KafkaException as e:
             log.debug("metadata refresh: %s", e)
 
-    def _say_unknown(self, failures: Mapping[Partition, BaseException]) -> None:
+    def _say_unknown(self, failures: Mapping[PartitionKey, BaseException]) -> None:
         """The partitions whose end offset is unknown: counted in a gauge; said in the log
         when their number changes."""
         unknown = len(failures)

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Mapping
 
+from collectors.groups.consumer_status import PartitionKey
 from collectors.groups.outputs import Emitter
-from collectors.groups.states import Partition
 from kmon.events import GroupState, TopicLag
 
 
@@ -25,17 +25,17 @@ class Seen(Enum):
 class GroupBook:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._committed: dict[str, dict[Partition, int]] = {}
+        self._committed: dict[str, dict[PartitionKey, int]] = {}
         self._emitted: dict[str, GroupState] = {}     # last admin-origin state emitted (lag aside)
         self._deleted_at: dict[str, float] = {}       # group -> monotonic time its delete was emitted
 
     # ----------------------------------------------------------- committed offsets
 
-    def commit(self, group: str, partition: Partition, offset: int) -> None:
+    def commit(self, group: str, partition: PartitionKey, offset: int) -> None:
         with self._lock:
             self._committed.setdefault(group, {})[partition] = offset
 
-    def uncommit(self, group: str, partition: Partition) -> None:
+    def uncommit(self, group: str, partition: PartitionKey) -> None:
         with self._lock:
             offsets = self._committed.get(group)
             if offsets is not None:
@@ -43,14 +43,14 @@ class GroupBook:
                 if not offsets:
                     del self._committed[group]
 
-    def replace_committed(self, group: str, offsets: Mapping[Partition, int]) -> None:
+    def replace_committed(self, group: str, offsets: Mapping[PartitionKey, int]) -> None:
         with self._lock:
             if offsets:
                 self._committed[group] = dict(offsets)
             else:
                 self._committed.pop(group, None)
 
-    def committed(self, groups: list[str]) -> dict[str, dict[Partition, int]]:
+    def committed(self, groups: list[str]) -> dict[str, dict[PartitionKey, int]]:
         """A copy, for the poller to compute lag from without holding the lock."""
         with self._lock:
             return {g: dict(self._committed[g]) for g in groups if g in self._committed}

@@ -25,7 +25,7 @@ from typing import Mapping
 
 from kmon.metrics import CONSUMER_STATUSES
 
-Partition = tuple[str, int]   # (topic, partition)
+PartitionKey = tuple[str, int]   # (topic, partition)
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,10 @@ def judge(samples: list[Sample], window_s: float) -> str | None:
 class ConsumerStatus:
     """The samples of every group's partitions, and their statuses."""
     window_s: float = 60.0
-    _samples: dict[str, dict[Partition, deque[Sample]]] = field(default_factory=dict)
+    _samples: dict[str, dict[PartitionKey, deque[Sample]]] = field(default_factory=dict)
 
-    def observe(self, at: float, committed: Mapping[str, Mapping[Partition, int]],
-                end_offsets: Mapping[Partition, int]) -> None:
+    def observe(self, at: float, committed: Mapping[str, Mapping[PartitionKey, int]],
+                end_offsets: Mapping[PartitionKey, int]) -> None:
         """One poll: each group's committed offsets and the partitions' end offsets. A partition
         without an end offset this time keeps its samples; one no longer committed to is dropped."""
         self._samples = {group: self._samples.get(group, {}) for group in committed}
@@ -75,7 +75,7 @@ class ConsumerStatus:
                 while len(window) > 2 and at - window[1].at >= self.window_s:
                     window.popleft()
 
-    def partitions(self, group: str) -> dict[Partition, str]:
+    def partitions(self, group: str) -> dict[PartitionKey, str]:
         """The statuses of a group's judged partitions."""
         judged = {p: judge(list(s), self.window_s) for p, s in self._samples.get(group, {}).items()}
         return {p: status for p, status in judged.items() if status is not None}

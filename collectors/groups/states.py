@@ -8,6 +8,7 @@ from typing import Callable, Iterable, Mapping
 from confluent_kafka import ConsumerGroupState, ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import ConsumerGroupDescription
 
+from collectors.groups.consumer_status import PartitionKey
 from collectors.groups.lag import LagTable
 from collectors.groups.modern_groups import ModernGroup, ModernMember
 from collectors.groups.codec.modern_records import TopicPartitions
@@ -21,7 +22,6 @@ DEFAULT_ASSIGNOR = "default"
 # topic ids -> their names (collectors.groups.topic_names.TopicNames)
 TopicNamer = Callable[[Iterable[str]], Mapping[str, str]]
 
-Partition = tuple[str, int]
 
 # Kafka's own state names (what `kafka-consumer-groups --describe --state` prints).
 _ADMIN_STATES = {
@@ -121,7 +121,7 @@ def state_from_description(desc: ConsumerGroupDescription) -> GroupState:
     )
 
 
-def topic_lags(committed: Mapping[Partition, int], end_offsets: Mapping[Partition, int],
+def topic_lags(committed: Mapping[PartitionKey, int], end_offsets: Mapping[PartitionKey, int],
                samples: LagTable, now: float) -> dict[str, TopicLag]:
     """Lag per topic of one group: messages summed over its partitions, seconds the
     worst partition's estimate. Partitions without a known end offset are left out."""
@@ -141,11 +141,11 @@ def topic_lags(committed: Mapping[Partition, int], end_offsets: Mapping[Partitio
             for topic, parts in per_topic.items()}
 
 
-def _tps(topic_partitions: Iterable[TopicPartition]) -> Iterable[Partition]:
+def _tps(topic_partitions: Iterable[TopicPartition]) -> Iterable[PartitionKey]:
     return ((tp.topic, tp.partition) for tp in topic_partitions)
 
 
-def _partition_names(partitions: Iterable[Partition]) -> tuple[str, ...]:
+def _partition_names(partitions: Iterable[PartitionKey]) -> tuple[str, ...]:
     return tuple(f"{t}:{p}" for t, p in sorted(partitions))
 
 

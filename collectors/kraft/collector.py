@@ -301,8 +301,10 @@ class KraftCollector:
             self._quorum_progress_due = time.monotonic() + self.config.quorum_progress_interval_s
             pos = self.loader.position
             at = LogMeta(max(pos.offset - 1, 0), pos.epoch)
-            publish_all(self._publisher, self._telemetry, SOURCE, [Event(cluster=self.config.cluster, source=SOURCE, kind="quorum", entity="quorum",
-                              op="upsert", observed_ms=now, data=state, log=at)])
+            quorum = Event(cluster=self.config.cluster, source=SOURCE, kind="quorum", entity="quorum", op="upsert",
+                           observed_ms=now, data=state, log=at)
+            publish_all(self._publisher, self._telemetry, SOURCE, [quorum])
+
 
 def _now_ms() -> int:
     return int(time.time() * 1000)

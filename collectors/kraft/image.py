@@ -16,10 +16,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.kraft.records import (NO_LEADER_CHANGE, TOPIC_RESOURCE, AbortTransaction, BeginTransaction,
-                                      BrokerChange, ClearElr, Config, EndTransaction, FeatureLevel, MetadataRecord,
-                                      Partition, PartitionChange, RegisterBroker, RemoveTopic, Topic, Unknown,
-                                      UnregisterBroker)
+from collectors.kraft.records import (NO_LEADER_CHANGE, TOPIC_RESOURCE, AbortTransactionRecord,
+                                      BeginTransactionRecord, BrokerRegistrationChangeRecord, ClearElrRecord,
+                                      ConfigRecord, EndTransactionRecord, FeatureLevelRecord, MetadataRecord,
+                                      PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord, RemoveTopicRecord,
+                                      TopicRecord, Unknown, UnregisterBrokerRecord)
 from kmon.events import (BrokerState, ControllerState, Endpoint, Event, LogMeta, PartitionState, SnapshotMarker,
                          TopicState, entity_key, remaining_replicas, snapshot_order)
 
@@ -69,15 +70,15 @@ class MetadataImage:
     # ------------------------------------------------------------------ folding
     def apply(self, record: MetadataRecord, at: LogMeta) -> None:
         """One committed metadata record at ``at``."""
-        if isinstance(record, BeginTransaction):
+        if isinstance(record, BeginTransactionRecord):
             self._pending_tx = []
             return
         if self._pending_tx is not None:
-            if isinstance(record, EndTransaction):
+            if isinstance(record, EndTransactionRecord):
                 pending, self._pending_tx = self._pending_tx, None
                 for held, where in pending:
                     self._fold(held, where)
-            elif isinstance(record, AbortTransaction):
+            elif isinstance(record, AbortTransactionRecord):
                 self._pending_tx = None
             else:
                 self._pending_tx.append((record, at))
@@ -89,26 +90,26 @@ class MetadataImage:
 
     def _fold(self, record: MetadataRecord, at: LogMeta) -> None:
         match record:
-            case Partition():
+            case PartitionRecord():
                 self._partition(record, at)
-            case PartitionChange():
+            case PartitionChangeRecord():
                 self._partition_change(record, at)
-            case RegisterBroker():
+            case RegisterBrokerRecord():
                 self._register(record, at)
-            case BrokerChange():
+            case BrokerRegistrationChangeRecord():
                 self._broker_change(record, at)
-            case UnregisterBroker():
+            case UnregisterBrokerRecord():
                 if self.brokers.pop(record.broker_id, None) is not None:
                     self._send(entity_key("broker", record.broker_id), "broker", None, at)
-            case Topic():
+            case TopicRecord():
                 self._topic(record, at)
-            case RemoveTopic():
+            case RemoveTopicRecord():
                 self._remove_topic(record.topic_id, at)
-            case Config() if record.resource_type == TOPIC_RESOURCE:
+            case ConfigRecord() if record.resource_type == TOPIC_RESOURCE:
                 self._config(record, at)
-            case FeatureLevel():
+            case FeatureLevelRecord():
                 self.features[record.name] = record.level
-            case ClearElr():
+            case ClearElrRecord():
                 self._clear_elr(record.topic, at)
             case Unknown():
                 self.unknown.append(record)
@@ -122,7 +123,7 @@ class MetadataImage:
             self.controller = state
             self._send("controller", "controller", state, at)
 
-    def _register(self, r: RegisterBroker, at: LogMeta) -> None:
+    def _register(self, r: RegisterBrokerRecord, at: LogMeta) -> None:
         plain = next((e for e in r.endpoints if PROTOCOLS.get(e.security_protocol) == "PLAINTEXT"), None)
         first = plain or (r.endpoints[0] if r.endpoints else None)
         state = BrokerState(
@@ -137,7 +138,7 @@ class MetadataImage:
         self.brokers[r.broker_id] = state
         self._send(entity_key("broker", r.broker_id), "broker", state, at)
 
-    def _broker_change(self, r: BrokerChange, at: LogMeta) -> None:
+    def _broker_change(self, r: BrokerRegistrationChangeRecord, at: LogMeta) -> None:
         old = self.brokers.get(r.broker_id)
         if old is None:
             self.unmatched.append("broker_change")
@@ -153,7 +154,7 @@ class MetadataImage:
             self.brokers[r.broker_id] = new
             self._send(entity_key("broker", r.broker_id), "broker", new, at)
 
-    def _topic(self, r: Topic, at: LogMeta) -> None:
+    def _topic(self, r: TopicRecord, at: LogMeta) -> None:
         if r.name in self.names:   # a topic of that name exists: it was removed unseen
             self._remove_topic(self.names[r.name], at)
         if r.topic_id in self.topics:   # so was the topic that had this id under another name
@@ -176,7 +177,7 @@ class MetadataImage:
             self._send(entity_key("partition", topic.name, p), "partition", None, at)
         self._send(entity_key("topic", topic.name), "topic", None, at)
 
-    def _config(self, r: Config, at: LogMeta) -> None:
+    def _config(self, r: ConfigRecord, at: LogMeta) -> None:
         settings = self.configs.setdefault(r.resource_name, {})
         if r.value is None:
             settings.pop(r.name, None)
@@ -197,7 +198,7 @@ class MetadataImage:
         if before != (replicas, adding or None, removing or None):
             self._dirty_topics[topic.name] = at
 
-    def _partition(self, r: Partition, at: LogMeta) -> None:
+    def _partition(self, r: PartitionRecord, at: LogMeta) -> None:
         topic = self.topics.get(r.topic_id)
         if topic is None:
             return   # of a topic already removed
@@ -208,7 +209,7 @@ class MetadataImage:
             partition_epoch=r.partition_epoch, elr=r.elr or (), last_known_elr=r.last_known_elr or (),
             remaining=topic.remaining(r.partition)), at)
 
-    def _partition_change(self, r: PartitionChange, at: LogMeta) -> None:
+    def _partition_change(self, r: PartitionChangeRecord, at: LogMeta) -> None:
         topic = self.topics.get(r.topic_id)
         old = self.partitions.get((r.topic_id, r.partition))
         if topic is None or old is None:

@@ -129,7 +129,7 @@ class Endpoint(NamedTuple):
     security_protocol: int
 
 
-class RegisterBroker(NamedTuple):
+class RegisterBrokerRecord(NamedTuple):
     broker_id: int
     incarnation_id: str
     broker_epoch: int
@@ -140,12 +140,12 @@ class RegisterBroker(NamedTuple):
     in_controlled_shutdown: bool
 
 
-class UnregisterBroker(NamedTuple):
+class UnregisterBrokerRecord(NamedTuple):
     broker_id: int
     broker_epoch: int
 
 
-class BrokerChange(NamedTuple):
+class BrokerRegistrationChangeRecord(NamedTuple):
     """BrokerRegistrationChange, FenceBroker and UnfenceBroker: None = unchanged."""
     broker_id: int
     broker_epoch: int
@@ -153,16 +153,16 @@ class BrokerChange(NamedTuple):
     in_controlled_shutdown: bool | None
 
 
-class Topic(NamedTuple):
+class TopicRecord(NamedTuple):
     name: str
     topic_id: str
 
 
-class RemoveTopic(NamedTuple):
+class RemoveTopicRecord(NamedTuple):
     topic_id: str
 
 
-class Partition(NamedTuple):
+class PartitionRecord(NamedTuple):
     topic_id: str
     partition: int
     replicas: tuple[int, ...]
@@ -181,7 +181,7 @@ NO_LEADER_CHANGE = -2   # PartitionChangeRecord's Leader when the leader stays
 _UNCHANGED = -1         # its LeaderRecoveryState when that stays
 
 
-class PartitionChange(NamedTuple):
+class PartitionChangeRecord(NamedTuple):
     """What changed; None (NO_LEADER_CHANGE for the leader) = unchanged."""
     topic_id: str
     partition: int
@@ -198,31 +198,31 @@ class PartitionChange(NamedTuple):
 TOPIC_RESOURCE = 2
 
 
-class Config(NamedTuple):
+class ConfigRecord(NamedTuple):
     resource_type: int
     resource_name: str
     name: str
     value: str | None      # None: the setting was removed
 
 
-class FeatureLevel(NamedTuple):
+class FeatureLevelRecord(NamedTuple):
     name: str
     level: int
 
 
-class BeginTransaction(NamedTuple):
+class BeginTransactionRecord(NamedTuple):
     name: str | None
 
 
-class EndTransaction(NamedTuple):
+class EndTransactionRecord(NamedTuple):
     pass
 
 
-class AbortTransaction(NamedTuple):
+class AbortTransactionRecord(NamedTuple):
     reason: str | None
 
 
-class ClearElr(NamedTuple):
+class ClearElrRecord(NamedTuple):
     """The ELR and last known ELR of a topic's partitions (every topic's when empty) are cleared:
     ELR was turned off."""
     topic: str
@@ -234,9 +234,10 @@ class Unknown(NamedTuple):
     version: int
 
 
-MetadataRecord = (RegisterBroker | UnregisterBroker | BrokerChange | Topic | RemoveTopic | Partition
-                  | PartitionChange | Config | FeatureLevel | ClearElr | BeginTransaction | EndTransaction | AbortTransaction
-                  | Unknown | None)
+MetadataRecord = (RegisterBrokerRecord | UnregisterBrokerRecord | BrokerRegistrationChangeRecord | TopicRecord
+                  | RemoveTopicRecord | PartitionRecord | PartitionChangeRecord | ConfigRecord | FeatureLevelRecord
+                  | ClearElrRecord | BeginTransactionRecord | EndTransactionRecord | AbortTransactionRecord | Unknown
+                  | None)
 
 
 def _ids(r: Reader) -> tuple[int, ...]:
@@ -286,7 +287,7 @@ def _recovery_state(r: Reader, unchanged: tuple[int, ...] = ()) -> int:
     return state
 
 
-def _register_broker(r: Reader, v: int) -> RegisterBroker:
+def _register_broker(r: Reader, v: int) -> RegisterBrokerRecord:
     broker_id = _broker_id(r)
     if v >= 2:
         r.boolean()    # migrating ZooKeeper broker
@@ -307,26 +308,27 @@ def _register_broker(r: Reader, v: int) -> RegisterBroker:
     rack, fenced = r.compact_nullable_string(), r.boolean()
     shutdown = r.boolean() if v >= 1 else False
     r.tagged()
-    return RegisterBroker(broker_id, incarnation, epoch, endpoints, features, rack, fenced, shutdown)
+    return RegisterBrokerRecord(broker_id, incarnation, epoch, endpoints, features, rack, fenced, shutdown)
 
 
-def _broker_change(r: Reader, v: int) -> BrokerChange:
+def _broker_change(r: Reader, v: int) -> BrokerRegistrationChangeRecord:
     broker_id, epoch = _broker_id(r), _broker_epoch(r)
     tags = r.tagged({0: Reader.int8, 1: Reader.int8})
     fencing = tags.get(0, 0)        # 1 fence, -1 unfence, 0 no change
     shutdown = tags.get(1, 0)       # 1 in controlled shutdown, 0 no change
-    return BrokerChange(broker_id, epoch, None if fencing == 0 else fencing == 1, True if shutdown == 1 else None)
+    return BrokerRegistrationChangeRecord(broker_id, epoch, None if fencing == 0 else fencing == 1,
+                                          True if shutdown == 1 else None)
 
 
-def _fence(fenced: bool) -> Callable[[Reader, int], BrokerChange]:
-    def read(r: Reader, v: int) -> BrokerChange:
-        change = BrokerChange(_broker_id(r), _broker_epoch(r), fenced, None)
+def _fence(fenced: bool) -> Callable[[Reader, int], BrokerRegistrationChangeRecord]:
+    def read(r: Reader, v: int) -> BrokerRegistrationChangeRecord:
+        change = BrokerRegistrationChangeRecord(_broker_id(r), _broker_epoch(r), fenced, None)
         r.tagged()
         return change
     return read
 
 
-def _partition(r: Reader, v: int) -> Partition:
+def _partition(r: Reader, v: int) -> PartitionRecord:
     partition, topic_id = at_least(0, r.int32(), "partition"), r.uuid()
     replicas, isr, removing, adding = _ids(r), _ids(r), _ids(r), _ids(r)
     leader = at_least(NO_LEADER, r.int32(), "leader")
@@ -335,67 +337,68 @@ def _partition(r: Reader, v: int) -> Partition:
         _skip_uuids(r)    # directories
     tags = r.tagged({0: _recovery_state, 1: _nullable_ids, 2: _nullable_ids})
     elr, last_known = tags.get(1), tags.get(2)
-    return Partition(topic_id, partition, replicas, isr, removing, adding, leader, leader_epoch, partition_epoch,
+    return PartitionRecord(topic_id, partition, replicas, isr, removing, adding, leader, leader_epoch, partition_epoch,
                      int(tags.get(0, 0)), elr if v >= 2 else None, last_known if v >= 2 else None)  # type: ignore
 
 
-def _partition_change(r: Reader, v: int) -> PartitionChange:
+def _partition_change(r: Reader, v: int) -> PartitionChangeRecord:
     partition, topic_id = at_least(0, r.int32(), "partition"), r.uuid()
     t = r.tagged({0: _nullable_ids, 1: lambda x: at_least(NO_LEADER_CHANGE, x.int32(), "leader"), 2: _nullable_ids,
                   3: _nullable_ids, 4: _nullable_ids, 5: lambda x: _recovery_state(x, (_UNCHANGED,)),
                   6: _nullable_ids, 7: _nullable_ids})
     recovery = t.get(5, _UNCHANGED)
-    return PartitionChange(topic_id, partition, t.get(0), t.get(1, NO_LEADER_CHANGE), t.get(2), t.get(3),  # type: ignore
-                           t.get(4), None if recovery == _UNCHANGED else recovery, t.get(6), t.get(7))  # type: ignore
+    return PartitionChangeRecord(topic_id, partition, t.get(0), t.get(1, NO_LEADER_CHANGE), t.get(2),  # type: ignore
+                                 t.get(3), t.get(4), None if recovery == _UNCHANGED else recovery,  # type: ignore
+                                 t.get(6), t.get(7))  # type: ignore
 
 
-def _topic(r: Reader, v: int) -> Topic:
-    t = Topic(r.compact_string(), r.uuid())
+def _topic(r: Reader, v: int) -> TopicRecord:
+    t = TopicRecord(r.compact_string(), r.uuid())
     r.tagged()
     return t
 
 
-def _remove_topic(r: Reader, v: int) -> RemoveTopic:
-    t = RemoveTopic(r.uuid())
+def _remove_topic(r: Reader, v: int) -> RemoveTopicRecord:
+    t = RemoveTopicRecord(r.uuid())
     r.tagged()
     return t
 
 
-def _unregister(r: Reader, v: int) -> UnregisterBroker:
-    u = UnregisterBroker(_broker_id(r), _broker_epoch(r))
+def _unregister(r: Reader, v: int) -> UnregisterBrokerRecord:
+    u = UnregisterBrokerRecord(_broker_id(r), _broker_epoch(r))
     r.tagged()
     return u
 
 
-def _config(r: Reader, v: int) -> Config:
-    c = Config(r.int8(), r.compact_string(), r.compact_string(), r.compact_nullable_string())
+def _config(r: Reader, v: int) -> ConfigRecord:
+    c = ConfigRecord(r.int8(), r.compact_string(), r.compact_string(), r.compact_nullable_string())
     r.tagged()
     return c
 
 
-def _feature_level(r: Reader, v: int) -> FeatureLevel:
-    f = FeatureLevel(r.compact_string(), r.int16())
+def _feature_level(r: Reader, v: int) -> FeatureLevelRecord:
+    f = FeatureLevelRecord(r.compact_string(), r.int16())
     r.tagged()
     return f
 
 
-def _clear_elr(r: Reader, v: int) -> ClearElr:
-    c = ClearElr(r.compact_string())
+def _clear_elr(r: Reader, v: int) -> ClearElrRecord:
+    c = ClearElrRecord(r.compact_string())
     r.tagged()
     return c
 
 
-def _begin(r: Reader, v: int) -> BeginTransaction:
-    return BeginTransaction(r.tagged({0: Reader.compact_nullable_string}).get(0))  # type: ignore[arg-type]
+def _begin(r: Reader, v: int) -> BeginTransactionRecord:
+    return BeginTransactionRecord(r.tagged({0: Reader.compact_nullable_string}).get(0))  # type: ignore[arg-type]
 
 
-def _end(r: Reader, v: int) -> EndTransaction:
+def _end(r: Reader, v: int) -> EndTransactionRecord:
     r.tagged()
-    return EndTransaction()
+    return EndTransactionRecord()
 
 
-def _abort(r: Reader, v: int) -> AbortTransaction:
-    return AbortTransaction(r.tagged({0: Reader.compact_nullable_string}).get(0))  # type: ignore[arg-type]
+def _abort(r: Reader, v: int) -> AbortTransactionRecord:
+    return AbortTransactionRecord(r.tagged({0: Reader.compact_nullable_string}).get(0))  # type: ignore[arg-type]
 
 
 # api key -> (highest version known, reader) of the records that carry cluster state; the versions

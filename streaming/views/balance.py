@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from streaming.fold.transitions import NO_LEADER
-from streaming.views.cluster import ClusterModel, Partition, SplitTally
+from streaming.views.cluster import ClusterModel, PartitionView, SplitTally
 from streaming.views.exposition import Sample, Text, render
 
 FAMILY = "balance"
@@ -26,7 +26,7 @@ class BalanceTally(SplitTally):
     reassigning: int = 0
     pending: int = 0
 
-    def _placement(self, p: Partition, sign: int) -> None:
+    def _placement(self, p: PartitionView, sign: int) -> None:
         for b in p.replicas:   # not Counter.update: its Python-level checks cost more than the count
             self.replicas[b] += sign
         if p.preferred is not None:
@@ -34,7 +34,7 @@ class BalanceTally(SplitTally):
             if not p.deleting:
                 self.should_lead[p.preferred] += sign
 
-    def _judgement(self, p: Partition, sign: int) -> None:
+    def _judgement(self, p: PartitionView, sign: int) -> None:
         self.imbalanced += sign * p.imbalanced
         self.reassigning += sign * p.reassigning
         self.pending += sign * p.pending

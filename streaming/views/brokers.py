@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterator
 
-from streaming.views.cluster import ClusterModel, Partition, SplitTally
+from streaming.views.cluster import ClusterModel, PartitionView, SplitTally
 from streaming.views.exposition import Sample, Text, render
 
 FAMILY = "brokers"
@@ -22,7 +22,7 @@ class HoldersTally(SplitTally):
     def __init__(self) -> None:
         self.replicas: Counter[int] = Counter()
 
-    def _placement(self, p: Partition, sign: int) -> None:
+    def _placement(self, p: PartitionView, sign: int) -> None:
         for b in p.replicas:   # not Counter.update: its Python-level checks cost more than the count
             self.replicas[b] += sign
 

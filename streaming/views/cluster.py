@@ -32,7 +32,7 @@ class ViewOptions:
 
 
 @dataclass(slots=True)   # not frozen: a refresh builds one per partition, and a frozen __init__ costs more
-class Partition:
+class PartitionView:
     """One assigned partition and its health, judged once when built (again when its state, whether
     its leader serves, a reassignment naming it or its topic's record changes). No family
     writes to it: each reads the same memoised list."""
@@ -61,7 +61,7 @@ class Partition:
 
 def judge(topic: str, partition: int, replicas: tuple[int, ...], adding: frozenset[int], reassigning: bool,
           deleting: bool, configured_min_isr: int, record: EntityRecord | None,
-          serving: Collection[int]) -> Partition:
+          serving: Collection[int]) -> PartitionView:
     """Pure: a partition's health by Kafka's rules (``serving``: the brokers that are registered
     and, under KRaft, not fenced)."""
     # during a reassignment, the replication factor is the size of the original replica set
@@ -69,12 +69,12 @@ def judge(topic: str, partition: int, replicas: tuple[int, ...], adding: frozens
     min_isr = min(configured_min_isr, replication_factor)
     preferred = replicas[0] if replicas else None
     if record is None or record.state is None:   # its state znode not seen yet
-        return Partition(topic, partition, replicas, adding, reassigning, deleting, min_isr, None, {}, {}, preferred,
+        return PartitionView(topic, partition, replicas, adding, reassigning, deleting, min_isr, None, {}, {}, preferred,
                          under_replicated=False, under_min_isr=False, at_min_isr=False, offline=False,
                          imbalanced=False)
     state: PartitionState = record.state
     isr = len(state.isr)
-    return Partition(
+    return PartitionView(
         topic, partition, replicas, adding, reassigning, deleting, min_isr, state, record.counters,
         record.broker_counters, preferred, under_replicated=isr < replication_factor, under_min_isr=isr < min_isr, at_min_isr=isr == min_isr,
         # Kafka does not count topics being deleted as offline
@@ -88,9 +88,9 @@ class Tally(Protocol):
     ``add(old, -1)`` and ``add(new, 1)`` would (it may skip what a partition's assignment
     decides when that did not change: a broker failure changes states, not assignments). A sum
     that comes back to 0 must read as one never added (the same tally is built from scratch too)."""
-    def add(self, p: Partition, sign: int) -> None: ...
+    def add(self, p: PartitionView, sign: int) -> None: ...
 
-    def move(self, old: Partition, new: Partition) -> None: ...
+    def move(self, old: PartitionView, new: PartitionView) -> None: ...
 
 
 class SplitTally:
@@ -98,17 +98,17 @@ class SplitTally:
     partition's assignment decides (its replicas, its topic's deletion), ``_judgement`` the
     rest. ``move`` leaves the first half as it is unless the placement differs."""
 
-    def _placement(self, p: Partition, sign: int) -> None:
+    def _placement(self, p: PartitionView, sign: int) -> None:
         pass
 
-    def _judgement(self, p: Partition, sign: int) -> None:
+    def _judgement(self, p: PartitionView, sign: int) -> None:
         pass
 
-    def add(self, p: Partition, sign: int) -> None:
+    def add(self, p: PartitionView, sign: int) -> None:
         self._placement(p, sign)
         self._judgement(p, sign)
 
-    def move(self, old: Partition, new: Partition) -> None:
+    def move(self, old: PartitionView, new: PartitionView) -> None:
         if old.replicas != new.replicas or old.deleting != new.deleting:
             self._placement(old, -1)
             self._placement(new, 1)
@@ -151,7 +151,7 @@ class ClusterModel:
         self._completed: dict[str, tuple[str | None, int | None]] = {}  # source -> its last completed snapshot
         self._per_topic: dict[Callable[..., Any], dict[str, Any]] = {}
         self._per_entity: dict[Callable[..., Any], dict[str, Any]] = {}
-        self._judged: dict[str, dict[int, Partition]] = {}   # topic -> partition -> its health, in order
+        self._judged: dict[str, dict[int, PartitionView]] = {}   # topic -> partition -> its health, in order
         self._stale: dict[str, set[int] | None] = {}          # topic -> partitions to judge again (None: all)
         self._tallies: dict[Callable[[], Tally], dict[str, Tally]] = {}   # kind of tally -> topic -> tally
 
@@ -268,7 +268,7 @@ class ClusterModel:
         return {entity: _memoised(memo, entity, derive, self, record)
                 for entity, record in sorted(self._live[kind].items())}
 
-    def partitions(self, topic: str) -> list[Partition]:
+    def partitions(self, topic: str) -> list[PartitionView]:
         """The topic's assigned partitions, in order, each judged again only when it is stale."""
         return list(self._judge_stale(topic).values())
 
@@ -284,7 +284,7 @@ class ClusterModel:
                 tally.add(p, 1)
         return tally  # type: ignore[return-value]
 
-    def _judge_stale(self, topic: str) -> dict[int, Partition]:
+    def _judge_stale(self, topic: str) -> dict[int, PartitionView]:
         judged = self._judged.get(topic)
         if judged is not None and topic not in self._stale:
             return judged
@@ -299,7 +299,7 @@ class ClusterModel:
         states = self._states.get(topic, {})
         serving = self.serving
 
-        def judged_now(p: int) -> Partition:
+        def judged_now(p: int) -> PartitionView:
             adding = frozenset(state.adding[p]) if p in state.adding else _NONE
             return judge(topic, p, state.replicas[p], adding,
                          bool(adding or state.removing.get(p)) or (bool(reassigning) and f"{topic}:{p}" in reassigning),

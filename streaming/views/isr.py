@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kmon.history import ELR_LEADER_ELECTIONS, ISR_EXPANDS, ISR_SHRINKS, LEADER_ELECTIONS, UNCLEAN_LEADER_ELECTIONS
-from streaming.views.cluster import ClusterModel, Partition, SplitTally
+from streaming.views.cluster import ClusterModel, PartitionView, SplitTally
 from streaming.views.exposition import Rows, Sample, Text, joined, render
 
 FAMILY = "isr"
@@ -31,17 +31,17 @@ class IsrTally(SplitTally):
         self.counted: Counter[str] = Counter()   # counter name -> sum
         self.per_broker: dict[str, Counter[int]] = {ISR_SHRINKS: Counter(), ISR_EXPANDS: Counter()}
         self.replicas: Counter[int] = Counter()   # broker -> replicas it holds (every one gets series)
-        self.unhealthy: dict[int, Partition] = {}
+        self.unhealthy: dict[int, PartitionView] = {}
         # partition -> (Partition, its detail lines) as last rendered: kept while the partition
         # is the same object, i.e. until it is judged again
-        self.rendered: dict[int, tuple[Partition, tuple[str, ...]]] = {}
+        self.rendered: dict[int, tuple[PartitionView, tuple[str, ...]]] = {}
 
-    def _placement(self, p: Partition, sign: int) -> None:
+    def _placement(self, p: PartitionView, sign: int) -> None:
         self.partitions += sign
         for broker in p.replicas:
             self.replicas[broker] += sign
 
-    def _judgement(self, p: Partition, sign: int) -> None:
+    def _judgement(self, p: PartitionView, sign: int) -> None:
         # plain loops, not Counter.update: its Python-level checks cost more than the sum
         self.under += sign * p.under_replicated
         self.under_min += sign * p.under_min_isr

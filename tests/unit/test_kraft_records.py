@@ -3,10 +3,11 @@ from Kafka's schemas (tests/unit/kraft_builders.py)."""
 import pytest
 
 from collectors.kraft import records as rec
-from collectors.kraft.records import (NO_LEADER_CHANGE, AbortTransaction, BeginTransaction, BrokerChange, ClearElr,
-                                      Config, Endpoint, EndTransaction, FeatureLevel, MalformedRecord, Partition,
-                                      PartitionChange, RegisterBroker, RemoveTopic, Topic, Unknown,
-                                      UnregisterBroker, batches, decode, leader_change)
+from collectors.kraft.records import (NO_LEADER_CHANGE, AbortTransactionRecord, BeginTransactionRecord,
+                                      BrokerRegistrationChangeRecord, ClearElrRecord, ConfigRecord, Endpoint,
+                                      EndTransactionRecord, FeatureLevelRecord, MalformedRecord, PartitionChangeRecord,
+                                      PartitionRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, Unknown,
+                                      UnregisterBrokerRecord, batches, decode, leader_change)
 from tests.unit import kraft_builders as b
 
 INC = "6f1e0a3c-5b7d-4e2f-9a8b-0c1d2e3f4a5b"
@@ -25,7 +26,7 @@ def test_register_broker_every_version(version):
                               in_controlled_shutdown=True, migrating=True, log_dirs=[DIR1, DIR2],
                               extra_tags={1: b.compact_uuids([DIR2])} if version >= 4 else None)
     r = decode(value)
-    assert r == RegisterBroker(
+    assert r == RegisterBrokerRecord(
         broker_id=3, incarnation_id=INC, broker_epoch=77,
         endpoints=(Endpoint("PLAINTEXT", "b1.example", 9092, 0), Endpoint("SASL_SSL", "b1.example", 9094, 3)),
         features={"metadata.version": (7, 27), "kraft.version": (0, 1)}, rack="rack-a", fenced=True,
@@ -57,7 +58,7 @@ def test_register_broker_too_new_version_is_unknown():
 
 
 def test_unregister_broker():
-    assert decode(b.unregister_broker(4, 99)) == UnregisterBroker(4, 99)
+    assert decode(b.unregister_broker(4, 99)) == UnregisterBrokerRecord(4, 99)
 
 
 # ---------------------------------------------------------------- BrokerRegistrationChange (17), Fence, Unfence
@@ -65,25 +66,25 @@ def test_unregister_broker():
 @pytest.mark.parametrize("fenced,expected", [(1, True), (-1, False), (0, None), (None, None)])
 def test_broker_registration_change_fenced(fenced, expected):
     r = decode(b.broker_change(2, 40, fenced=fenced))
-    assert r == BrokerChange(2, 40, expected, None)
+    assert r == BrokerRegistrationChangeRecord(2, 40, expected, None)
 
 
 @pytest.mark.parametrize("shutdown,expected", [(1, True), (0, None), (None, None)])
 def test_broker_registration_change_in_controlled_shutdown(shutdown, expected):
     r = decode(b.broker_change(2, 40, shutdown=shutdown))
-    assert r == BrokerChange(2, 40, None, expected)
+    assert r == BrokerRegistrationChangeRecord(2, 40, None, expected)
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_broker_registration_change_versions_with_log_dirs(version):
     r = decode(b.broker_change(5, 6, fenced=-1, shutdown=1, version=version, log_dirs=[DIR1]))
-    assert r == BrokerChange(5, 6, False, True)
+    assert r == BrokerRegistrationChangeRecord(5, 6, False, True)
     assert decode(b.broker_change(5, 6, version=4)) == Unknown(17, 4)
 
 
 def test_fence_and_unfence():
-    assert decode(b.fence_broker(7, 70)) == BrokerChange(7, 70, True, None)
-    assert decode(b.unfence_broker(7, 70)) == BrokerChange(7, 70, False, None)
+    assert decode(b.fence_broker(7, 70)) == BrokerRegistrationChangeRecord(7, 70, True, None)
+    assert decode(b.unfence_broker(7, 70)) == BrokerRegistrationChangeRecord(7, 70, False, None)
 
 
 # ---------------------------------------------------------------- Partition (3), v0..v2
@@ -91,7 +92,7 @@ def test_fence_and_unfence():
 def test_partition_v0():
     r = decode(b.partition(TID, 4, [1, 2, 3], [1, 2], leader=1, leader_epoch=5, partition_epoch=9,
                            removing=[3], adding=[4], version=0))
-    assert r == Partition(topic_id=TID, partition=4, replicas=(1, 2, 3), isr=(1, 2), removing=(3,), adding=(4,),
+    assert r == PartitionRecord(topic_id=TID, partition=4, replicas=(1, 2, 3), isr=(1, 2), removing=(3,), adding=(4,),
                           leader=1, leader_epoch=5, partition_epoch=9, leader_recovery_state=0, elr=None,
                           last_known_elr=None)
 
@@ -129,7 +130,7 @@ def test_partition_v3_is_unknown():
 
 def test_partition_change_without_tags_changes_nothing():
     r = decode(b.partition_change(TID, 2))
-    assert r == PartitionChange(topic_id=TID, partition=2, isr=None, leader=NO_LEADER_CHANGE, replicas=None,
+    assert r == PartitionChangeRecord(topic_id=TID, partition=2, isr=None, leader=NO_LEADER_CHANGE, replicas=None,
                                 removing=None, adding=None, leader_recovery_state=None, elr=None,
                                 last_known_elr=None)
     assert NO_LEADER_CHANGE == -2
@@ -161,35 +162,35 @@ def test_partition_change_each_tag(field, kwargs, expected):
 def test_partition_change_every_tag_with_directories():
     r = decode(b.partition_change(TID, 7, isr=[1], leader=1, replicas=[1, 2], removing=[2], adding=[], recovery=0,
                                   elr=[2], last_known_elr=[], directories=[DIR1, DIR2], version=2))
-    assert r == PartitionChange(TID, 7, (1,), 1, (1, 2), (2,), (), 0, (2,), ())
+    assert r == PartitionChangeRecord(TID, 7, (1,), 1, (1, 2), (2,), (), 0, (2,), ())
     assert decode(b.partition_change(TID, 7, version=3)) == Unknown(5, 3)
 
 
 # ---------------------------------------------------------------- the others
 
 def test_topic_and_remove_topic():
-    assert decode(b.topic("orders", TID)) == Topic("orders", TID)
-    assert decode(b.remove_topic(TID)) == RemoveTopic(TID)
+    assert decode(b.topic("orders", TID)) == TopicRecord("orders", TID)
+    assert decode(b.remove_topic(TID)) == RemoveTopicRecord(TID)
 
 
 def test_config_set_and_removed():
-    assert decode(b.config(2, "orders", "retention.ms", "1000")) == Config(2, "orders", "retention.ms", "1000")
-    assert decode(b.config(2, "orders", "retention.ms", None)) == Config(2, "orders", "retention.ms", None)
+    assert decode(b.config(2, "orders", "retention.ms", "1000")) == ConfigRecord(2, "orders", "retention.ms", "1000")
+    assert decode(b.config(2, "orders", "retention.ms", None)) == ConfigRecord(2, "orders", "retention.ms", None)
     assert decode(b.config(4, "1", "log.cleaner.threads", "2")).resource_type == 4
 
 
 def test_feature_level_and_clear_elr():
-    assert decode(b.feature_level("metadata.version", 27)) == FeatureLevel("metadata.version", 27)
-    assert decode(b.clear_elr("orders")) == ClearElr("orders")
-    assert decode(b.clear_elr("")) == ClearElr("")
+    assert decode(b.feature_level("metadata.version", 27)) == FeatureLevelRecord("metadata.version", 27)
+    assert decode(b.clear_elr("orders")) == ClearElrRecord("orders")
+    assert decode(b.clear_elr("")) == ClearElrRecord("")
 
 
 def test_transactions():
-    assert decode(b.begin_transaction("create topics")) == BeginTransaction("create topics")
-    assert decode(b.begin_transaction()) == BeginTransaction(None)
-    assert decode(b.end_transaction()) == EndTransaction()
-    assert decode(b.abort_transaction("timeout")) == AbortTransaction("timeout")
-    assert decode(b.abort_transaction()) == AbortTransaction(None)
+    assert decode(b.begin_transaction("create topics")) == BeginTransactionRecord("create topics")
+    assert decode(b.begin_transaction()) == BeginTransactionRecord(None)
+    assert decode(b.end_transaction()) == EndTransactionRecord()
+    assert decode(b.abort_transaction("timeout")) == AbortTransactionRecord("timeout")
+    assert decode(b.abort_transaction()) == AbortTransactionRecord(None)
 
 
 def test_unknown_api_key_and_too_new_versions():
