@@ -5,20 +5,16 @@ resident memory before and after, per event held; no Kafka is started."""
 from __future__ import annotations
 
 import gc
-import resource
+import os
 import time
 from typing import Callable
 
+from bench.support.measure import rss_mb
 from bench.synthetic import Shape, Zxids, healthy
 from collectors.publisher import Publisher, PublisherConfig
 from collectors.telemetry import Telemetry
 from kmon.codec import encode
 from stack.process import free_port
-
-
-def _resident_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * 4096
 
 
 def run(partitions: int, log: Callable[[str], None]) -> dict:
@@ -30,17 +26,17 @@ def run(partitions: int, log: Callable[[str], None]) -> dict:
     try:
         time.sleep(1.0)   # the producer thread and its client up, before the baseline
         gc.collect()
-        before, cpu = _resident_bytes(), time.process_time()
+        before, cpu = rss_mb(os.getpid()), time.process_time()
         for event in events:
             publisher.publish(event)
         took = time.process_time() - cpu
         time.sleep(2.0)   # the producer thread hands what it can to its client
         gc.collect()
-        grown = _resident_bytes() - before
+        grown = (rss_mb(os.getpid()) - before) * 1024 * 1024
         held = publisher.buffered
     finally:
         publisher._closing.set()   # no flush: the events cluster never answered
     log(f"{len(events)} events published, {held} held, resident memory +{grown / 1e6:.0f} MB")
     return {"partitions": partitions, "events": len(events), "held": held, "event_bytes": round(mean),
             "resident_mb": round(grown / 1e6, 1), "bytes_per_event": round(grown / max(held, 1)),
-            "publish_cpu_s": round(took, 2), "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3)}
+            "publish_cpu_s": round(took, 2), "peak_rss_mb": round(rss_mb(os.getpid(), "VmHWM"))}

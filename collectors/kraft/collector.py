@@ -60,8 +60,7 @@ class KraftCollector:
         self._quorum_progress_due = 0.0
         self._quorum_refused = False
         self._last_fetch_ok = 0.0
-        self._unknown_seen: set[tuple[int, int]] = set()
-        self._unmatched_seen: set[str] = set()
+        self._said: set[str] = set()   # kinds of skipped records said once
         self._resyncs = telemetry.metric("kmon_collector_resyncs_total", source=SOURCE)
         self._high_watermark = 0
         telemetry.metric("kmon_collector_metadata_offset").set_function(lambda: self.loader.position.offset)
@@ -207,18 +206,11 @@ class KraftCollector:
             self._telemetry.metric("kmon_collector_malformed_total", source=SOURCE, kind=kind).inc()
             log.warning("malformed %s (skipped, still following): %s", kind, message)
         for api_key, version, offset in loaded.unknown:
-            self._telemetry.metric("kmon_collector_malformed_total", source=SOURCE,
-                                   kind=f"unknown_record_{api_key}_v{version}").inc()
-            if (api_key, version) not in self._unknown_seen:
-                self._unknown_seen.add((api_key, version))
-                log.warning("metadata record type %d version %d at offset %d is unknown to this kmon: skipped "
-                            "(counted; said once per type and version)", api_key, version, offset)
+            self._skipped(f"unknown_record_{api_key}_v{version}",
+                          f"metadata record type {api_key} version {version} at offset {offset} is unknown to this kmon")
         for what, offset in loaded.unmatched:
-            self._telemetry.metric("kmon_collector_malformed_total", source=SOURCE, kind=f"unmatched_{what}").inc()
-            if what not in self._unmatched_seen:
-                self._unmatched_seen.add(what)
-                log.warning("a %s record at offset %d names a broker or partition kmon does not hold: skipped "
-                            "(counted as kind unmatched_%s; said once per kind)", what.replace("_", " "), offset, what)
+            self._skipped(f"unmatched_{what}", f"a {what.replace('_', ' ')} record at offset {offset} names a broker "
+                                               "or partition kmon does not hold")
         publish_all(self._publisher, self._telemetry, SOURCE, loaded.events)
         if (r := loaded.ended) is not None:
             self._resyncs.inc()
@@ -226,6 +218,13 @@ class KraftCollector:
             log.info("caught up with the metadata log at offset %d (%s resync: %d brokers, %d topics, %d partitions "
                      "in %.1f s)", self.loader.position.offset, r.reason, len(image.brokers), len(image.topics),
                      len(image.partitions), (_now_ms() - r.begun_ms) / 1000)
+
+    def _skipped(self, kind: str, what: str) -> None:
+        """A record read but not applied: counted by kind, said once per kind."""
+        self._telemetry.metric("kmon_collector_malformed_total", source=SOURCE, kind=kind).inc()
+        if kind not in self._said:
+            self._said.add(kind)
+            log.warning("%s: skipped (counted as kind %s; said once per kind)", what, kind)
 
     # ------------------------------------------------------------------ resync
     def _begin_resync(self, conn: Connection, reason: str, snapshot: wire.SnapshotId | None) -> None:
