@@ -19,6 +19,7 @@ from collectors.groups.consumer_status import ConsumerStatus, PartitionKey
 from collectors.groups.config import GroupsConfig
 from collectors.groups.gather import Gathered, K, gather
 from collectors.groups.lag import LagTable
+from collectors.groups.offsets_reader import OFFSETS_TOPIC
 from collectors.groups.outputs import SOURCE, Emitter
 from collectors.groups.refusing import Broker, PollGate, refusing
 from collectors.groups.states import state_from_description, topic_lags
@@ -186,15 +187,18 @@ class AdminPoller:
                 self._emitter.delete(group)
 
     def _admitted(self, now: float) -> bool:
-        """False while a broker of the cluster's metadata refuses connections and the poll is held."""
+        """False while a broker of the cluster's metadata refuses connections and the poll is held.
+        The brokers come from a Metadata request, which any broker answers: librdkafka sends a
+        DescribeCluster to the broker the metadata names controller, under KRaft any broker, and
+        while that one is the dead broker it reconnected in a busy loop for the whole request timeout."""
         timeout = self._config.request_timeout_s
-        self._emitter.telemetry.metric("kmon_collector_admin_calls_total", call="describe_cluster").inc()
+        self._emitter.telemetry.metric("kmon_collector_admin_calls_total", call="metadata").inc()
         try:
-            nodes = self._admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 1).nodes
+            brokers = self._admin.list_topics(OFFSETS_TOPIC, timeout=timeout).brokers.values()
         except Exception as e:   # no broker answers: the poll's own requests fail and say so, as before
-            log.debug("describe_cluster: %s", e)
+            log.debug("metadata: %s", e)
             return True
-        down = refusing([Broker(n.id, n.host, n.port) for n in nodes], self._probes)
+        down = refusing([Broker(b.id, b.host, b.port) for b in brokers], self._probes)
         held = self._gate.holding
         admitted = self._gate.admit(bool(down), now)
         if down and not held:
