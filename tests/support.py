@@ -11,7 +11,6 @@ from typing import Any, Callable, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 
 from cli.monitor import checkpoint_dir
 from kmon.codec import decode, encode
@@ -21,6 +20,7 @@ from collectors.kraft.wire import QuorumInfo
 from stack.local import LocalStack
 from streaming.history_log import files, read
 from streaming.paths import history_dir
+from tests.exposition import samples
 
 T = TypeVar("T")
 
@@ -187,9 +187,7 @@ def assigned_replicas(stack: LocalStack, topic: str, partition: int) -> list[int
 
 
 def metrics(port: int) -> dict[tuple[str, frozenset], float]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for fam in text_string_to_metric_families(text) for s in fam.samples}
+    return samples(urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode())
 
 
 def value(port: int, name: str, cluster: str, **labels: str) -> float | None:

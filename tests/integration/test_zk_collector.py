@@ -25,7 +25,6 @@ from typing import Any, Callable, Iterator
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.publisher import PublisherConfig
 from collectors.runner import Running, running
@@ -35,7 +34,7 @@ from kmon.events import Event
 from stack.local import LocalStack
 from stack.process import free_port
 from tests.conftest import running_stack
-from tests.support import eventually, partition_state
+from tests.support import eventually, metrics, partition_state
 
 pytestmark = pytest.mark.integration
 CLUSTER = "itest"
@@ -107,10 +106,7 @@ class Harness:
     log: EventLog
 
     def metric(self, name: str, **labels: str) -> float | None:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{self.run.metrics_port}/metrics", timeout=5).read().decode()
-        wanted = {"cluster": CLUSTER, **labels}
-        return next((s.value for fam in text_string_to_metric_families(text) for s in fam.samples
-                     if s.name == name and s.labels == wanted), None)
+        return metrics(self.run.metrics_port).get((name, frozenset({"cluster": CLUSTER, **labels}.items())))
 
     def health(self) -> tuple[int, str]:
         return http_get(f"http://127.0.0.1:{self.run.metrics_port}/healthz")
