@@ -26,7 +26,7 @@ def add_config_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
-    from cli.discovery import DiscoveryError, discover   # the Admin API's client, only here
+    from cli.discovery import DiscoveryError, Found, Given, discover_each   # the Admin API's client, only here
     from cli.watch import of_entry
 
     try:
@@ -36,11 +36,18 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         return 1
     print(f"{args.file}: {len(config.clusters)} cluster(s)")
     watchable = True
-    for entry in config.clusters:
+    givens: dict[int, Given] = {}
+    outcomes: dict[int, Found | DiscoveryError] = {}
+    for i, entry in enumerate(config.clusters):
         try:
-            found = discover(of_entry(entry))
+            givens[i] = of_entry(entry)
         except DiscoveryError as e:
-            print(f"{entry.cluster}: cannot be watched: {e}")
+            outcomes[i] = e
+    outcomes.update(zip(givens, discover_each(list(givens.values()))))
+    for i, entry in enumerate(config.clusters):
+        found = outcomes[i]
+        if isinstance(found, DiscoveryError):
+            print(f"{entry.cluster}: cannot be watched: {found}")
             watchable = False
             continue
         for line in found.said:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
@@ -60,6 +61,23 @@ class Found:
     cluster: WatchedCluster
     said: tuple[str, ...]   # what was found and chosen, a line each, for the user
     warnings: tuple[str, ...] = ()   # what will not work as it is, a line each
+
+
+def discover_each(givens: Sequence[Given]) -> list[Found | DiscoveryError]:
+    """Each cluster found out, side by side (a fleet's clusters that do not answer cost one timeout
+    together, not one each), in the order given; one that cannot be found out as its DiscoveryError."""
+    def one(given: Given) -> Found | DiscoveryError:
+        try:
+            return discover(given)
+        except DiscoveryError as e:
+            return e
+    if len(givens) < 2:
+        return [one(g) for g in givens]
+    pool = ThreadPoolExecutor(max_workers=min(len(givens), 8), thread_name_prefix="kmon-discover")
+    try:
+        return list(pool.map(one, givens))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def discover(given: Given) -> Found:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
-from cli.discovery import DiscoveryError, Found, Given, NotAnswering, discover
+from cli.discovery import DiscoveryError, Found, Given, NotAnswering, discover_each
 from collectors.kraft.connection import ClientSecurity, ControllerError
 from kmon import flags
 from kmon.signals import stop_on_signals
@@ -127,18 +127,16 @@ def find_clusters(givens: list[Given]) -> tuple[WatchedCluster, ...]:
     stop_on_signals(stopped)
     try:
         while not stopped.is_set():
-            for g in givens:
-                if g.name in found:
-                    continue
-                try:
-                    found[g.name] = discover(g)
-                except NotAnswering as e:
-                    if g.name not in waiting:
-                        log.warning("%s%s; asking again every %g s until it does (Ctrl-C stops)",
-                                    f"{g.name}: " if several else "", e, ASK_EVERY_S)
-                        waiting.add(g.name)
-                except DiscoveryError as e:
-                    raise DiscoveryError(f"{g.name}: {e}" if several else str(e)) from None
+            asked = [g for g in givens if g.name not in found]
+            for g, result in zip(asked, discover_each(asked)):
+                if isinstance(result, Found):
+                    found[g.name] = result
+                elif not isinstance(result, NotAnswering):
+                    raise DiscoveryError(f"{g.name}: {result}" if several else str(result)) from None
+                elif g.name not in waiting:
+                    log.warning("%s%s; asking again every %g s until it does (Ctrl-C stops)",
+                                f"{g.name}: " if several else "", result, ASK_EVERY_S)
+                    waiting.add(g.name)
             if len(found) == len(givens):
                 break
             stopped.wait(ASK_EVERY_S)

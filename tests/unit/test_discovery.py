@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from cli.main import build_parser
 from cli.monitor import MonitorOptions, _watched, collector_argv
 from cli.watch import check_flags, default_name, stack_dir
+import cli.discovery as discovery
 from cli.discovery import _mode, quorum_setting, voter_endpoints
 from kmon.flags import addresses
 from stack.local import LocalStack
@@ -166,3 +168,19 @@ def test_an_events_cluster_of_the_users_replaces_kmons_own_node_and_is_said_so(t
     assert lines[at + 1:at + 3] == ["    bootstrap        e:9092", "    client config    /etc/kmon/events.properties"]
     assert "  monitored cluster prod (yours: KRaft mode; kmon does not start or stop it)" in lines
     assert [line.split()[1] for line in lines if line.startswith("  collector ")] == ["kraft@prod", "groups@prod"]
+
+
+def test_a_fleets_clusters_are_found_out_side_by_side_and_said_in_the_files_order(monkeypatch) -> None:
+    """Each discover() waits for the other two at a barrier: it passes only when all three ask at once
+    (a fleet whose clusters do not answer costs one timeout, not one each)."""
+    together = threading.Barrier(3, timeout=10)
+
+    def discover(given: discovery.Given) -> discovery.Found:
+        together.wait()
+        if given.name == "b":
+            raise discovery.NotAnswering("b: no broker answered")
+        return discovery.Found(WatchedCluster(given.name, ZOOKEEPER, given.bootstrap_servers), (given.name,))
+    monkeypatch.setattr(discovery, "discover", discover)
+    found = discovery.discover_each([discovery.Given(name, f"{name}:9092", {}, None) for name in "abc"])
+    assert [f.said if isinstance(f, discovery.Found) else str(f) for f in found] == [("a",), "b: no broker answered",
+                                                                                    ("c",)]
