@@ -88,8 +88,12 @@ def test_no_folder_imports_a_folder_that_imports_it_back() -> None:
 
 
 def test_the_groups_codec_is_below_the_groups_model_and_io() -> None:
-    """collectors/groups/codec reads Kafka's bytes only: it imports nothing else of the groups collector."""
-    assert folder_edges().get("collectors/groups/codec", set()) <= {"kmon"}
+    """collectors/groups/codec reads Kafka's bytes only: it imports nothing else of the groups collector, and of
+    the collectors' own code only the one reader of Kafka's encoding."""
+    assert folder_edges().get("collectors/groups/codec", set()) <= {"kmon", "collectors"}
+    taken = {name for path in (ROOT / "collectors" / "groups" / "codec").rglob("*.py") for name in imported(path)}
+    assert {name for name in taken if name.startswith("collectors.") and not name.startswith("collectors.groups.codec.")
+            } == {"collectors.kafka_encoding"}
 
 
 def test_kafkas_encoding_is_read_with_the_standard_library_alone() -> None:
