@@ -45,6 +45,7 @@ from kazoo.protocol.states import ZnodeStat
 import tests.unit.kraft_builders as kb
 from bench.synthetic import Shape
 from bench.zk import _tree as zk_tree
+from collectors.kafka_encoding import Reader
 from collectors.kraft import wire
 from collectors.kraft.collector import KraftCollector
 from collectors.kraft.config import KraftCollectorConfig
@@ -189,9 +190,9 @@ class _SnapshotConnection:
     def __init__(self, responses: list[bytes]) -> None:
         self.responses = list(responses)
 
-    def call(self, api_key: int, version: int, body: bytes, **_: Any) -> wire.Reader:
+    def call(self, api_key: int, version: int, body: bytes, **_: Any) -> Reader:
         assert api_key == wire.API_FETCH_SNAPSHOT
-        return wire.Reader(self.responses.pop(0))
+        return Reader(self.responses.pop(0), "FetchSnapshot v1 response", flexible=True)
 
 
 def snapshot_responses(data: bytes, snapshot: wire.SnapshotId, max_bytes: int) -> list[bytes]:

@@ -19,6 +19,7 @@ from typing import Mapping, Sequence
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
+from collectors.kafka_encoding import MalformedRecord
 from collectors.kraft import wire
 from collectors.kraft.connection import ClientSecurity, Connection, ControllerError
 from kmon import __version__
@@ -215,7 +216,7 @@ def _quorum_endpoints(given: Given, controller_listeners: str) -> tuple[str, str
                 return "", ""
             info = wire.parse_describe_quorum(conn.call(wire.API_DESCRIBE_QUORUM, wire.DESCRIBE_QUORUM_VERSION,
                                                         wire.describe_quorum_request()))
-    except (ConnectionError, wire.WireError) as e:   # ControllerError too
+    except (ConnectionError, MalformedRecord) as e:   # ControllerError too
         log.info("DescribeQuorum through a broker failed (%s): looking for the controllers elsewhere", e)
         return "", ""
     preferred = [name.strip() for name in controller_listeners.split(",") if name.strip()]
@@ -257,7 +258,7 @@ def fetch_refusal(controllers: str, given: Given) -> str | None:
                 result = wire.parse_fetch(conn.call(wire.API_FETCH, wire.FETCH_VERSION, body))
         except ControllerError as e:
             return f"{e}"
-        except (ConnectionError, wire.WireError) as e:
+        except (ConnectionError, MalformedRecord) as e:
             unreachable.append(f"{e}")
             continue
         if result.error == wire.CLUSTER_AUTHORIZATION_FAILED:

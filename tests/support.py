@@ -115,8 +115,9 @@ def reassign(stack: LocalStack, topic: str, partition: int, replicas: list[int])
     """Start moving a partition of a KRaft cluster: AlterPartitionReassignments (v0), as Kafka's tool
     sends it, but without the tool's check that every target broker is alive, so a move can wait for
     a broker that is down (the controller only wants it registered)."""
+    from collectors.kafka_encoding import Reader
     from collectors.kraft.connection import ClientSecurity, Connection
-    from collectors.kraft.wire import Reader, Writer, error_name
+    from collectors.kraft.wire import Writer, error_name
     assert stack.state
     port = next(c.port for name, c in stack.state.components.items() if name.startswith("broker-") and c.alive())
     body = Writer().int32(30_000).count(1).compact_string(topic).count(1).int32(partition).count(len(replicas))
@@ -127,19 +128,20 @@ def reassign(stack: LocalStack, topic: str, partition: int, replicas: list[int])
         r = conn.call(45, 0, body.bytes())
     def partition_error(x: Reader) -> tuple[int, str | None]:
         x.int32()
-        answer = x.int16(), x.compact_nullable_string()
-        x.tagged()
+        answer = x.int16("error_code"), x.nullable_string("error_message")
+        x.skip_tagged_fields("partition")
         return answer
 
     def topic_errors(x: Reader) -> list[tuple[int, str | None]]:
-        x.compact_string()
-        errors = x.compact_array(partition_error) or []
-        x.tagged()
+        x.string("name")
+        errors = x.nullable_array("partitions", partition_error) or ()
+        x.skip_tagged_fields("topic")
         return errors
 
     r.int32()   # throttle time
-    error, message = r.int16(), r.compact_nullable_string()
-    errors = [(error_name(code), why) for topic_ in r.compact_array(topic_errors) or [] for code, why in topic_ if code]
+    error, message = r.int16("error_code"), r.nullable_string("error_message")
+    errors = [(error_name(code), why) for topic_ in r.nullable_array("responses", topic_errors) or ()
+              for code, why in topic_ if code]
     assert not error and not errors, (error_name(error), message, errors)
 
 

@@ -37,12 +37,13 @@ from collectors.client_logs import LibrdkafkaLog
 from collectors.groups.book import GroupBook, ModernStates
 from collectors.groups.config import GroupsConfig
 from collectors.groups.modern_groups import GroupFold, ModernGroup, apply, group_of, view
-from collectors.groups.codec.offsets_codec import (GroupMetadata, MalformedRecord, OffsetCommit, OffsetTombstone,
-                                             UnknownRecord, decode_record)
+from collectors.groups.codec.offsets_codec import (GroupMetadata, OffsetCommit, OffsetTombstone, UnknownRecord,
+                                                   decode_record)
 from collectors.groups.outputs import SOURCE, Emitter
 from collectors.groups.share_delivery import ShareProgress, SharePartition, delivered_to, progress_after
 from collectors.groups.codec.share_state_codec import ShareSnapshot, ShareStateTombstone, ShareUpdate, decode_share_state
 from collectors.groups.states import TopicNamer, state_from_metadata, state_from_modern
+from collectors.kafka_encoding import MalformedRecord
 from kmon.events import GroupState
 
 log = logging.getLogger("kmon.collector.groups")

@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 
+from collectors.kafka_encoding import MalformedRecord
 from collectors.kraft import wire
 from collectors.kraft.config import KraftCollectorConfig
 from collectors.kraft.connection import Connection, ControllerError
@@ -103,7 +104,7 @@ class KraftCollector:
                 self.reachability.refused(str(e))
                 self._close()
                 self._stopping.wait(RETRY_S * 5)
-            except (OSError, wire.WireError) as e:
+            except (OSError, MalformedRecord) as e:
                 self.reachability.failed(str(e))
                 log.debug("metadata fetch failed: %s", e)
                 self._close()
@@ -268,7 +269,7 @@ class KraftCollector:
                 self._quorum_conn = Connection(host, port, self.config.security, self.config.timeout_s, __version__)
             info = wire.parse_describe_quorum(self._quorum_conn.call(
                 wire.API_DESCRIBE_QUORUM, wire.DESCRIBE_QUORUM_VERSION, wire.describe_quorum_request()))
-        except (OSError, wire.WireError) as e:
+        except (OSError, MalformedRecord) as e:
             log.debug("DescribeQuorum failed: %s", e)
             if self._quorum_conn is not None:
                 self._quorum_conn.close()

@@ -17,8 +17,8 @@ import struct
 from dataclasses import dataclass
 from typing import Mapping
 
+from collectors.kafka_encoding import MalformedRecord, Reader
 from collectors.kraft import wire
-from collectors.kraft.wire import Reader
 
 
 class ControllerError(ConnectionError):
@@ -133,8 +133,9 @@ class Connection:
         payload = self._read(size)
         header_flexible = flexible if flexible_response_header is None else flexible_response_header
         try:
-            return wire.response_body(payload, self._correlation, header_flexible)
-        except wire.WireError as e:
+            return wire.response_body(payload, self._correlation, header_flexible, flexible,
+                                      f"{wire.API_NAMES.get(api_key, f'api key {api_key}')} v{version} response")
+        except MalformedRecord as e:
             raise ConnectionError(f"{self.listener}: {e}") from None
 
     def _read(self, n: int) -> bytes:

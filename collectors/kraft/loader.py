@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from collectors.kafka_encoding import MalformedRecord
 from collectors.kraft.image import MetadataImage
-from collectors.kraft.records import MalformedRecord, batches, decode, leader_change
+from collectors.kraft.records import batches, decode, leader_change
 from kmon.events import ControllerState, Event, LogMeta
 
 

@@ -13,19 +13,14 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple, TypeVar
 
-from collectors.kraft.wire import Reader, WireError
+from collectors.kafka_encoding import MalformedRecord, Reader, tagged
 
 CONTROL_LEADER_CHANGE = 2
 NO_TIMESTAMP = -1
-
-
-class MalformedRecord(ValueError):
-    """A record or batch that cannot be read; the message says where."""
-
-
 NO_LEADER = -1
+T = TypeVar("T")
 
 
 def at_least(lo: int, value: int, what: str) -> int:
@@ -75,7 +70,7 @@ def _batch(view: memoryview, pos: int, end: int) -> Batch:
         at_least(0, epoch, "epoch")
         at_least(NO_TIMESTAMP, max_ts, "max timestamp")
         values = _records(view[pos + _BATCH_HEAD.size:end], base, magic, attributes & 7, count)
-    except (MalformedRecord, WireError, zlib.error) as e:
+    except (MalformedRecord, zlib.error) as e:
         return Batch(base, base + last_delta, epoch, appended, control, (), f"batch at offset {base}: {e}")
     return Batch(base, base + last_delta, epoch, appended, control, values)
 
@@ -92,16 +87,16 @@ def _records(body: bytes | memoryview, base: int, magic: int, codec: int,
     r = Reader(body)
     values = []
     for _ in range(count):
-        length = r.varint()
+        length = r.varint("record length")
         stop = r.pos + length
-        r.int8()                        # attributes
-        r.varint()                      # timestamp delta
-        offset = base + at_least(0, r.varint(), "offset delta")
-        klen = r.varint()
-        key = r.raw(klen) if klen >= 0 else None
-        vlen = r.varint()
-        value = r.raw(vlen) if vlen >= 0 else None
-        if stop > r.end or stop < r.pos:
+        r.int8("attributes")
+        r.varlong("timestamp delta")
+        offset = base + at_least(0, r.varint("offset delta"), "offset delta")
+        klen = r.varint("key length")
+        key = r.raw(klen, "key") if klen >= 0 else None
+        vlen = r.varint("value length")
+        value = r.raw(vlen, "value") if vlen >= 0 else None
+        if stop > r.stop or stop < r.pos:
             raise MalformedRecord(f"a record of {length} bytes at offset {offset} runs past its batch")
         r.pos = stop                    # headers: none in the metadata log
         values.append((offset, key, value))
@@ -112,12 +107,9 @@ def leader_change(key: bytes | None, value: bytes | None) -> int | None:
     """The new leader's id, if this control record is a LeaderChange; else None."""
     if key is None or value is None or len(key) < 4 or struct.unpack_from(">h", key, 2)[0] != CONTROL_LEADER_CHANGE:
         return None
-    try:
-        r = Reader(value)
-        r.int16()     # the message's own version
-        return at_least(NO_LEADER, r.int32(), "leader id")
-    except WireError as e:
-        raise MalformedRecord(f"a LeaderChange control record: {e}") from None
+    r = Reader(value, "LeaderChange control record")
+    r.int16("version")     # the message's own
+    return at_least(NO_LEADER, r.int32("leader_id"), "leader id")
 
 
 # ---------------------------------------------------------------- metadata records
@@ -240,48 +232,56 @@ MetadataRecord = (RegisterBrokerRecord | UnregisterBrokerRecord | BrokerRegistra
                   | None)
 
 
-def _ids(r: Reader) -> tuple[int, ...]:
-    return _nullable_ids(r) or ()
+# A null array reads as empty, and a tagged field's bytes past what is read of it are ignored, as
+# Kafka's own generated readers ignore them.
+
+def _ids(r: Reader, field: str) -> tuple[int, ...]:
+    return _nullable_ids(r, field) or ()
 
 
-def _nullable_ids(r: Reader) -> tuple[int, ...] | None:
-    """A compact array of int32 (broker ids), in one unpack: read item by item, the arrays weighed
-    on a PartitionRecord's decode (bench/NOTES.md, the KRaft collector)."""
-    n = r.uvarint() - 1
-    if n < 0:
-        return None
-    start, end = r.pos, r.pos + 4 * n
-    if end > r.end:
-        raise WireError(f"an array of {n} int32s at {start}, {r.end - start} bytes left")
-    r.pos = end
-    ids = struct.unpack_from(f">{n}i", r.data, start)
+def _nullable_ids(r: Reader, field: str) -> tuple[int, ...] | None:
+    """An array of broker ids, in one unpack: read item by item, the arrays weighed on a PartitionRecord's
+    decode (bench/NOTES.md, the KRaft collector)."""
+    ids = r.nullable_int32s(field)
     if ids and min(ids) < 0:
-        at_least(0, min(ids), "broker id")
+        raise r.fail(f"broker id {min(ids)} in {field} is below 0")
     return ids
 
 
-def _skip_uuids(r: Reader) -> None:
-    """A compact array of uuids kmon does not read (a PartitionRecord's directories), skipped whole."""
-    n = r.uvarint() - 1
-    if n > 0:
-        r.raw(16 * n)
+def _field(read: Callable[[Reader, str], T], field: str) -> Callable[[Reader], T]:
+    """``read`` of the field named ``field``: a tagged field's reader."""
+    return lambda r: read(r, field)
+
+
+# the tagged fields' readers
+_ISR, _REPLICAS, _REMOVING, _ADDING, _ELR, _LAST_KNOWN_ELR = (_field(_nullable_ids, f) for f in (
+    "isr", "replicas", "removing_replicas", "adding_replicas", "eligible_leader_replicas", "last_known_elr"))
+_FENCED, _IN_SHUTDOWN = _field(Reader.int8, "fenced"), _field(Reader.int8, "in_controlled_shutdown")
+_NAME, _REASON = _field(Reader.nullable_string, "name"), _field(Reader.nullable_string, "reason")
+
+
+def _skip_uuids(r: Reader, field: str) -> None:
+    """An array of uuids kmon does not read (a PartitionRecord's directories), skipped whole."""
+    n = r.nullable_array_length(field)
+    if n:
+        r.raw(16 * n, field)
 
 
 def _broker_id(r: Reader) -> int:
-    return at_least(0, r.int32(), "broker id")
+    return at_least(0, r.int32("broker_id"), "broker id")
 
 
 def _broker_epoch(r: Reader) -> int:
-    return at_least(0, r.int64(), "broker epoch")
+    return at_least(0, r.int64("broker_epoch"), "broker epoch")
 
 
-def _feature_version(r: Reader) -> int:
-    return at_least(0, r.int16(), "feature version")
+def _feature_version(r: Reader, field: str) -> int:
+    return at_least(0, r.int16(field), "feature version")
 
 
 def _recovery_state(r: Reader, unchanged: tuple[int, ...] = ()) -> int:
     """KIP-704's leader recovery state: 0 recovered, 1 recovering; a PartitionChange may say -1, unchanged."""
-    state = r.int8()
+    state = r.int8("leader_recovery_state")
     if state not in (0, 1, *unchanged):
         raise MalformedRecord(f"leader recovery state {state} is not 0 or 1")
     return state
@@ -290,32 +290,34 @@ def _recovery_state(r: Reader, unchanged: tuple[int, ...] = ()) -> int:
 def _register_broker(r: Reader, v: int) -> RegisterBrokerRecord:
     broker_id = _broker_id(r)
     if v >= 2:
-        r.boolean()    # migrating ZooKeeper broker
-    incarnation, epoch = r.uuid(), _broker_epoch(r)
+        r.boolean("is_migrating_zk_broker")
+    incarnation, epoch = r.uuid("incarnation_id"), _broker_epoch(r)
 
     def endpoint(x: Reader) -> Endpoint:
-        e = Endpoint(x.compact_string(), x.compact_string(), x.uint16(), x.int16())
-        x.tagged()
+        e = Endpoint(x.string("endpoint name"), x.string("endpoint host"), x.uint16("endpoint port"),
+                     x.int16("endpoint security_protocol"))
+        x.skip_tagged_fields("endpoint")
         return e
 
     def feature(x: Reader) -> tuple[str, tuple[int, int]]:
-        f = (x.compact_string(), (_feature_version(x), _feature_version(x)))
-        x.tagged()
+        f = (x.string("feature name"), (_feature_version(x, "min_supported_version"),
+                                        _feature_version(x, "max_supported_version")))
+        x.skip_tagged_fields("feature")
         return f
 
-    endpoints = tuple(r.compact_array(endpoint) or ())
-    features = dict(r.compact_array(feature) or ())
-    rack, fenced = r.compact_nullable_string(), r.boolean()
-    shutdown = r.boolean() if v >= 1 else False
-    r.tagged()
+    endpoints = r.nullable_array("endpoints", endpoint) or ()
+    features = dict(r.nullable_array("features", feature) or ())
+    rack, fenced = r.nullable_string("rack"), r.boolean("fenced")
+    shutdown = r.boolean("in_controlled_shutdown") if v >= 1 else False
+    r.skip_tagged_fields("record")
     return RegisterBrokerRecord(broker_id, incarnation, epoch, endpoints, features, rack, fenced, shutdown)
 
 
 def _broker_change(r: Reader, v: int) -> BrokerRegistrationChangeRecord:
     broker_id, epoch = _broker_id(r), _broker_epoch(r)
-    tags = r.tagged({0: Reader.int8, 1: Reader.int8})
-    fencing = tags.get(0, 0)        # 1 fence, -1 unfence, 0 no change
-    shutdown = tags.get(1, 0)       # 1 in controlled shutdown, 0 no change
+    tags = r.tagged_fields("record")
+    fencing = tagged(tags, 0, _FENCED, 0, whole=False)         # 1 fence, -1 unfence, 0 no change
+    shutdown = tagged(tags, 1, _IN_SHUTDOWN, 0, whole=False)   # 1 in controlled shutdown, 0 no change
     return BrokerRegistrationChangeRecord(broker_id, epoch, None if fencing == 0 else fencing == 1,
                                           True if shutdown == 1 else None)
 
@@ -323,102 +325,113 @@ def _broker_change(r: Reader, v: int) -> BrokerRegistrationChangeRecord:
 def _fence(fenced: bool) -> Callable[[Reader, int], BrokerRegistrationChangeRecord]:
     def read(r: Reader, v: int) -> BrokerRegistrationChangeRecord:
         change = BrokerRegistrationChangeRecord(_broker_id(r), _broker_epoch(r), fenced, None)
-        r.tagged()
+        r.skip_tagged_fields("record")
         return change
     return read
 
 
 def _partition(r: Reader, v: int) -> PartitionRecord:
-    partition, topic_id = at_least(0, r.int32(), "partition"), r.uuid()
-    replicas, isr, removing, adding = _ids(r), _ids(r), _ids(r), _ids(r)
-    leader = at_least(NO_LEADER, r.int32(), "leader")
-    leader_epoch, partition_epoch = at_least(0, r.int32(), "leader epoch"), at_least(0, r.int32(), "partition epoch")
+    partition, topic_id = at_least(0, r.int32("partition_id"), "partition"), r.uuid("topic_id")
+    replicas, isr = _ids(r, "replicas"), _ids(r, "isr")
+    removing, adding = _ids(r, "removing_replicas"), _ids(r, "adding_replicas")
+    leader = at_least(NO_LEADER, r.int32("leader"), "leader")
+    leader_epoch = at_least(0, r.int32("leader_epoch"), "leader epoch")
+    partition_epoch = at_least(0, r.int32("partition_epoch"), "partition epoch")
     if v >= 1:
-        _skip_uuids(r)    # directories
-    tags = r.tagged({0: _recovery_state, 1: _nullable_ids, 2: _nullable_ids})
-    elr, last_known = tags.get(1), tags.get(2)
+        _skip_uuids(r, "directories")
+    tags = r.tagged_fields("record")
+    recovery = tagged(tags, 0, _recovery_state, 0, whole=False)
+    elr, last_known = tagged(tags, 1, _ELR, None, whole=False), tagged(tags, 2, _LAST_KNOWN_ELR, None, whole=False)
     return PartitionRecord(topic_id, partition, replicas, isr, removing, adding, leader, leader_epoch, partition_epoch,
-                     int(tags.get(0, 0)), elr if v >= 2 else None, last_known if v >= 2 else None)  # type: ignore
+                           recovery, elr if v >= 2 else None, last_known if v >= 2 else None)
 
 
 def _partition_change(r: Reader, v: int) -> PartitionChangeRecord:
-    partition, topic_id = at_least(0, r.int32(), "partition"), r.uuid()
-    t = r.tagged({0: _nullable_ids, 1: lambda x: at_least(NO_LEADER_CHANGE, x.int32(), "leader"), 2: _nullable_ids,
-                  3: _nullable_ids, 4: _nullable_ids, 5: lambda x: _recovery_state(x, (_UNCHANGED,)),
-                  6: _nullable_ids, 7: _nullable_ids})
-    recovery = t.get(5, _UNCHANGED)
-    return PartitionChangeRecord(topic_id, partition, t.get(0), t.get(1, NO_LEADER_CHANGE), t.get(2),  # type: ignore
-                                 t.get(3), t.get(4), None if recovery == _UNCHANGED else recovery,  # type: ignore
-                                 t.get(6), t.get(7))  # type: ignore
+    partition, topic_id = at_least(0, r.int32("partition_id"), "partition"), r.uuid("topic_id")
+    t = r.tagged_fields("record")
+    recovery = tagged(t, 5, _recovery_or_unchanged, _UNCHANGED, whole=False)
+    return PartitionChangeRecord(topic_id, partition, tagged(t, 0, _ISR, None, whole=False),
+                                 tagged(t, 1, _new_leader, NO_LEADER_CHANGE, whole=False),
+                                 tagged(t, 2, _REPLICAS, None, whole=False), tagged(t, 3, _REMOVING, None, whole=False),
+                                 tagged(t, 4, _ADDING, None, whole=False), None if recovery == _UNCHANGED else recovery,
+                                 tagged(t, 6, _ELR, None, whole=False), tagged(t, 7, _LAST_KNOWN_ELR, None, whole=False))
+
+
+def _new_leader(r: Reader) -> int:
+    return at_least(NO_LEADER_CHANGE, r.int32("leader"), "leader")
+
+
+def _recovery_or_unchanged(r: Reader) -> int:
+    return _recovery_state(r, (_UNCHANGED,))
 
 
 def _topic(r: Reader, v: int) -> TopicRecord:
-    t = TopicRecord(r.compact_string(), r.uuid())
-    r.tagged()
+    t = TopicRecord(r.string("name"), r.uuid("topic_id"))
+    r.skip_tagged_fields("record")
     return t
 
 
 def _remove_topic(r: Reader, v: int) -> RemoveTopicRecord:
-    t = RemoveTopicRecord(r.uuid())
-    r.tagged()
+    t = RemoveTopicRecord(r.uuid("topic_id"))
+    r.skip_tagged_fields("record")
     return t
 
 
 def _unregister(r: Reader, v: int) -> UnregisterBrokerRecord:
     u = UnregisterBrokerRecord(_broker_id(r), _broker_epoch(r))
-    r.tagged()
+    r.skip_tagged_fields("record")
     return u
 
 
 def _config(r: Reader, v: int) -> ConfigRecord:
-    c = ConfigRecord(r.int8(), r.compact_string(), r.compact_string(), r.compact_nullable_string())
-    r.tagged()
+    c = ConfigRecord(r.int8("resource_type"), r.string("resource_name"), r.string("name"), r.nullable_string("value"))
+    r.skip_tagged_fields("record")
     return c
 
 
 def _feature_level(r: Reader, v: int) -> FeatureLevelRecord:
-    f = FeatureLevelRecord(r.compact_string(), r.int16())
-    r.tagged()
+    f = FeatureLevelRecord(r.string("name"), r.int16("feature_level"))
+    r.skip_tagged_fields("record")
     return f
 
 
 def _clear_elr(r: Reader, v: int) -> ClearElrRecord:
-    c = ClearElrRecord(r.compact_string())
-    r.tagged()
+    c = ClearElrRecord(r.string("topic_name"))
+    r.skip_tagged_fields("record")
     return c
 
 
 def _begin(r: Reader, v: int) -> BeginTransactionRecord:
-    return BeginTransactionRecord(r.tagged({0: Reader.compact_nullable_string}).get(0))  # type: ignore[arg-type]
+    return BeginTransactionRecord(tagged(r.tagged_fields("record"), 0, _NAME, None, whole=False))
 
 
 def _end(r: Reader, v: int) -> EndTransactionRecord:
-    r.tagged()
+    r.skip_tagged_fields("record")
     return EndTransactionRecord()
 
 
 def _abort(r: Reader, v: int) -> AbortTransactionRecord:
-    return AbortTransactionRecord(r.tagged({0: Reader.compact_nullable_string}).get(0))  # type: ignore[arg-type]
+    return AbortTransactionRecord(tagged(r.tagged_fields("record"), 0, _REASON, None, whole=False))
 
 
-# api key -> (highest version known, reader) of the records that carry cluster state; the versions
-# Kafka 3.7-4.3 write (newer ones of RegisterBroker and BrokerRegistrationChange added tagged fields only)
-DECODED: dict[int, tuple[int, Callable[[Reader, int], MetadataRecord]]] = {
-    0: (4, _register_broker),
-    1: (0, _unregister),
-    2: (0, _topic),
-    3: (2, _partition),
-    4: (0, _config),
-    5: (2, _partition_change),
-    7: (0, _fence(True)),
-    8: (0, _fence(False)),
-    9: (0, _remove_topic),
-    12: (0, _feature_level),
-    17: (3, _broker_change),
-    28: (0, _clear_elr),
-    23: (0, _begin),
-    24: (0, _end),
-    25: (0, _abort),
+# api key -> (highest version known, reader, Kafka's name) of the records that carry cluster state; the
+# versions Kafka 3.7-4.3 write (newer ones of RegisterBroker and BrokerRegistrationChange added tagged fields only)
+DECODED: dict[int, tuple[int, Callable[[Reader, int], MetadataRecord], str]] = {
+    0: (4, _register_broker, "RegisterBrokerRecord"),
+    1: (0, _unregister, "UnregisterBrokerRecord"),
+    2: (0, _topic, "TopicRecord"),
+    3: (2, _partition, "PartitionRecord"),
+    4: (0, _config, "ConfigRecord"),
+    5: (2, _partition_change, "PartitionChangeRecord"),
+    7: (0, _fence(True), "FenceBrokerRecord"),
+    8: (0, _fence(False), "UnfenceBrokerRecord"),
+    9: (0, _remove_topic, "RemoveTopicRecord"),
+    12: (0, _feature_level, "FeatureLevelRecord"),
+    17: (3, _broker_change, "BrokerRegistrationChangeRecord"),
+    28: (0, _clear_elr, "ClearElrRecord"),
+    23: (0, _begin, "BeginTransactionRecord"),
+    24: (0, _end, "EndTransactionRecord"),
+    25: (0, _abort, "AbortTransactionRecord"),
 }
 # records of state kmon does not watch (credentials, ACLs, quotas, producer ids, no-ops, controllers'
 # registrations, the ZooKeeper migration): any version is skipped unread
@@ -427,17 +440,15 @@ SKIPPED = frozenset({10, 11, 14, 15, 18, 19, 20, 21, 22, 26, 27})
 
 def decode(value: bytes) -> MetadataRecord:
     """One metadata record; None for a record kmon skips. Raises MalformedRecord."""
-    r = Reader(value)
-    try:
-        frame = r.uvarint()
-        if frame != 1:
-            raise MalformedRecord(f"frame version {frame}, not 1")
-        api_key, version = r.uvarint(), r.uvarint()
-        known = DECODED.get(api_key)
-        if known is None:
-            return None if api_key in SKIPPED else Unknown(api_key, version)
-        if version > known[0]:
-            return Unknown(api_key, version)
-        return known[1](r, version)
-    except WireError as e:
-        raise MalformedRecord(str(e)) from None
+    r = Reader(value, "metadata record", flexible=True)
+    frame = r.uvarint("frame version")
+    if frame != 1:
+        raise r.fail(f"frame version {frame}, not 1")
+    api_key, version = r.uvarint("api key"), r.uvarint("version")
+    known = DECODED.get(api_key)
+    if known is None:
+        return None if api_key in SKIPPED else Unknown(api_key, version)
+    if version > known[0]:
+        return Unknown(api_key, version)
+    r.what = known[2]
+    return known[1](r, version)

@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any
 
+from collectors.kafka_encoding import MalformedRecord
 from collectors.kraft import wire
 from collectors.kraft.config import SampledConfig
 from collectors.kraft.connection import Connection, ControllerError
@@ -162,7 +163,7 @@ class SampledCollector:
                 log.error("%s", e)
                 self.reachability.refused(str(e))
                 self._drop()
-            except (OSError, wire.WireError) as e:
+            except (OSError, MalformedRecord) as e:
                 self.reachability.failed(str(e))
                 self._drop()
             except Exception:   # a defect must not end the sampling
@@ -186,7 +187,7 @@ class SampledCollector:
         try:   # the broker forwards it to the controllers, which may still be asked this way
             quorum = wire.parse_describe_quorum(self._conn.call(
                 wire.API_DESCRIBE_QUORUM, wire.DESCRIBE_QUORUM_VERSION, wire.describe_quorum_request()))
-        except wire.WireError as e:
+        except MalformedRecord as e:
             log.debug("DescribeQuorum through %s failed: %s", self._conn.address, e)
         self._cluster_id = metadata.cluster_id
         self.reachability.reached()

@@ -1,25 +1,27 @@
-"""Kafka's wire encoding, and the few requests an observer of the metadata quorum sends: pure.
+"""The few requests an observer of the metadata quorum sends, and the answers it reads: pure.
 
 Written from Kafka's message schemas (clients/src/main/resources/common/message/*.json): Fetch v17,
-FetchSnapshot v1 and DescribeQuorum v2 to the controller listener, ApiVersions, and SaslHandshake
-/SaslAuthenticate for secured listeners. Flexible versions (KIP-482) use compact strings and arrays
-(unsigned varint length + 1) and end every struct with tagged fields; :class:`Reader` skips the tags
-it is not asked for, so a newer Kafka's additions are ignored, not misread.
+FetchSnapshot v1 and DescribeQuorum v2 to the controller listener, Metadata v12 to a broker, ApiVersions,
+and SaslHandshake /SaslAuthenticate for secured listeners. The requests are written here (:class:`Writer`);
+the responses are read with :class:`collectors.kafka_encoding.Reader`, flexible but for SaslHandshake v1,
+which skips the tagged fields it is not asked for, so a newer Kafka's additions are ignored, not misread.
 """
 from __future__ import annotations
 
 import struct
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, TypeVar
 
-T = TypeVar("T")
+from collectors.kafka_encoding import Reader, tagged
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID("00000000-0000-0000-0000-000000000001").bytes   # fixed by KRaft
 
 API_FETCH, API_METADATA, API_SASL_HANDSHAKE, API_API_VERSIONS = 1, 3, 17, 18
 API_SASL_AUTHENTICATE, API_DESCRIBE_QUORUM, API_FETCH_SNAPSHOT = 36, 55, 59
+API_NAMES = {API_FETCH: "Fetch", API_METADATA: "Metadata", API_SASL_HANDSHAKE: "SaslHandshake",
+             API_API_VERSIONS: "ApiVersions", API_SASL_AUTHENTICATE: "SaslAuthenticate",
+             API_DESCRIBE_QUORUM: "DescribeQuorum", API_FETCH_SNAPSHOT: "FetchSnapshot"}
 FETCH_VERSION, FETCH_SNAPSHOT_VERSION, DESCRIBE_QUORUM_VERSION, METADATA_VERSION = 17, 1, 2, 12
 
 # error codes an observer acts on (Kafka's Errors enum)
@@ -46,168 +48,29 @@ def error_name(code: int) -> str:
     return ERROR_NAMES.get(code, f"error {code}")
 
 
-class WireError(ValueError):
-    """Bytes that do not follow the encoding they were read with."""
-
-
 _I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
-_U16 = struct.Struct(">H")
-
-
-class Reader:
-    """Reads Kafka's primitive types from ``data`` from ``pos`` on."""
-    __slots__ = ("data", "pos", "end")
-
-    def __init__(self, data: bytes | memoryview, pos: int = 0, end: int | None = None) -> None:
-        self.data = data
-        self.pos = pos
-        self.end = len(data) if end is None else end
-
-    def _take(self, n: int) -> int:
-        start = self.pos
-        if n < 0 or start + n > self.end:
-            raise WireError(f"{n} bytes wanted at {start}, {self.end - start} left")
-        self.pos = start + n
-        return start
-
-    def int8(self) -> int:
-        return _I8.unpack_from(self.data, self._take(1))[0]
-
-    def int16(self) -> int:
-        return _I16.unpack_from(self.data, self._take(2))[0]
-
-    def uint16(self) -> int:
-        return _U16.unpack_from(self.data, self._take(2))[0]
-
-    def int32(self) -> int:
-        return _I32.unpack_from(self.data, self._take(4))[0]
-
-    def int64(self) -> int:
-        return _I64.unpack_from(self.data, self._take(8))[0]
-
-    def boolean(self) -> bool:
-        return self.int8() != 0
-
-    def uuid(self) -> str:
-        start = self._take(16)
-        h = bytes(self.data[start:start + 16]).hex()   # uuid.UUID's own str(), a third of the time
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-    def uvarint(self) -> int:
-        data, pos = self.data, self.pos
-        if pos < self.end and data[pos] < 0x80:   # most are one byte: lengths, counts, tags
-            self.pos = pos + 1
-            return data[pos]
-        value = shift = 0
-        end = self.end
-        while True:
-            if pos >= end:
-                raise WireError(f"varint runs past the end at {pos}")
-            b = data[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if b < 0x80:
-                self.pos = pos
-                return value
-            shift += 7
-            if shift > 63:
-                raise WireError(f"varint too long at {pos}")
-
-    def varint(self) -> int:
-        """A zig-zag signed varint (records' fields)."""
-        n = self.uvarint()
-        return (n >> 1) ^ -(n & 1)
-
-    def raw(self, n: int) -> bytes:
-        start = self._take(n)
-        return bytes(self.data[start:start + n])
-
-    def string(self) -> str:          # a non-flexible string: int16 length
-        n = self.int16()
-        if n < 0:
-            raise WireError("null where a string is required")
-        return self._text(n)
-
-    def nullable_string(self) -> str | None:
-        n = self.int16()
-        return None if n < 0 else self._text(n)
-
-    def compact_string(self) -> str:
-        n = self.uvarint() - 1
-        if n < 0:
-            raise WireError("null where a string is required")
-        return self._text(n)
-
-    def compact_nullable_string(self) -> str | None:
-        n = self.uvarint() - 1
-        return None if n < 0 else self._text(n)
-
-    def _text(self, n: int) -> str:
-        start = self._take(n)
-        try:
-            return bytes(self.data[start:start + n]).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise WireError(f"a string that is not UTF-8 at {start}: {e.reason}") from None
-
-    def compact_bytes(self) -> bytes | None:
-        n = self.uvarint() - 1
-        return None if n < 0 else self.raw(n)
-
-    def compact_array(self, item: Callable[["Reader"], T]) -> list[T] | None:
-        n = self.uvarint() - 1
-        if n < 0:
-            return None
-        if n > self.end - self.pos:   # every item takes at least a byte: a corrupt length
-            raise WireError(f"an array of {n} items in {self.end - self.pos} bytes")
-        return [item(self) for _ in range(n)]
-
-    def array(self, item: Callable[["Reader"], T]) -> list[T]:   # a non-flexible array: int32 length
-        n = self.int32()
-        if n < 0 or n > self.end - self.pos:
-            raise WireError(f"an array of {n} items in {self.end - self.pos} bytes")
-        return [item(self) for _ in range(n)]
-
-    def int32_array(self) -> list[int]:
-        items = self.compact_array(Reader.int32)
-        return [] if items is None else items
-
-    def tagged(self, wanted: dict[int, Callable[["Reader"], object]] | None = None) -> dict[int, object]:
-        """The tagged fields that end a flexible struct; the ``wanted`` ones decoded, others skipped."""
-        found: dict[int, object] = {}
-        for _ in range(self.uvarint()):
-            tag, size = self.uvarint(), self.uvarint()
-            end = self.pos + size
-            if end > self.end:
-                raise WireError(f"tagged field {tag} of {size} bytes runs past the end")
-            if wanted and tag in wanted:
-                found[tag] = wanted[tag](Reader(self.data, self.pos, end))
-            self.pos = end
-        return found
 
 
 @dataclass
 class Writer:
+    """A request's bytes, written in the order of its schema's fields."""
     parts: list[bytes] = field(default_factory=list)
-
-    def int8(self, v: int) -> "Writer":
-        self.parts.append(_I8.pack(v))
-        return self
-
-    def int16(self, v: int) -> "Writer":
-        self.parts.append(_I16.pack(v))
-        return self
-
-    def int32(self, v: int) -> "Writer":
-        self.parts.append(_I32.pack(v))
-        return self
-
-    def int64(self, v: int) -> "Writer":
-        self.parts.append(_I64.pack(v))
-        return self
 
     def raw(self, b: bytes) -> "Writer":
         self.parts.append(b)
         return self
+
+    def int8(self, v: int) -> "Writer":
+        return self.raw(_I8.pack(v))
+
+    def int16(self, v: int) -> "Writer":
+        return self.raw(_I16.pack(v))
+
+    def int32(self, v: int) -> "Writer":
+        return self.raw(_I32.pack(v))
+
+    def int64(self, v: int) -> "Writer":
+        return self.raw(_I64.pack(v))
 
     def uvarint(self, v: int) -> "Writer":
         out = bytearray()
@@ -215,8 +78,7 @@ class Writer:
             out.append((v & 0x7F) | 0x80)
             v >>= 7
         out.append(v)
-        self.parts.append(bytes(out))
-        return self
+        return self.raw(bytes(out))
 
     def string(self, s: str | None) -> "Writer":   # non-flexible, nullable
         if s is None:
@@ -255,15 +117,16 @@ def request(api_key: int, version: int, correlation_id: int, client_id: str, bod
     return _I32.pack(len(payload)) + payload
 
 
-def response_body(payload: bytes, correlation_id: int, flexible_header: bool) -> Reader:
-    """The body of one response (the bytes after its size); checks the correlation id."""
-    r = Reader(payload)
-    got = r.int32()
+def response_body(payload: bytes, correlation_id: int, flexible_header: bool, flexible: bool = True,
+                  what: str = "response") -> Reader:
+    """The body of one response (the bytes after its size), to read as ``flexible`` or not, and named
+    ``what`` in errors; checks the correlation id."""
+    header = Reader(payload, what, flexible_header)
+    got = header.int32("correlation_id")
     if got != correlation_id:
-        raise WireError(f"response to request {got}, expected {correlation_id}")
-    if flexible_header:
-        r.tagged()
-    return r
+        raise header.fail(f"correlation id {got}, expected {correlation_id}")
+    header.skip_tagged_fields("header")   # header v0 (not flexible) has none
+    return Reader(payload, what, flexible, header.pos)
 
 
 # ---------------------------------------------------------------- ApiVersions (v3)
@@ -277,8 +140,9 @@ def api_versions_request(client_version: str) -> bytes:
 
 def parse_api_versions(r: Reader) -> tuple[int, dict[int, tuple[int, int]]]:
     """(error code, api key -> (min, max) version)."""
-    error = r.int16()
-    keys = r.compact_array(lambda x: (x.int16(), x.int16(), x.int16(), x.tagged())) or []
+    error = r.int16("error_code")
+    keys = r.nullable_array("api_keys", lambda x: (x.int16("api_key"), x.int16("min_version"), x.int16("max_version"),
+                                                   x.skip_tagged_fields("api key"))) or ()
     return error, {k: (lo, hi) for k, lo, hi, _ in keys}
 
 
@@ -330,57 +194,56 @@ def _with_cluster_id(w: Writer, cluster_id: str | None) -> Writer:
 
 
 def _epoch_end(r: Reader) -> SnapshotId:
-    epoch, end = r.int32(), r.int64()
-    r.tagged()
+    epoch, end = r.int32("diverging epoch"), r.int64("diverging end_offset")
+    r.skip_tagged_fields("diverging epoch")
     return SnapshotId(end, epoch)
 
 
 def _snapshot_id(r: Reader) -> SnapshotId:
-    end, epoch = r.int64(), r.int32()
-    r.tagged()
+    end, epoch = r.int64("snapshot end_offset"), r.int32("snapshot epoch")
+    r.skip_tagged_fields("snapshot id")
     return SnapshotId(end, epoch)
 
 
 def _leader(r: Reader) -> LeaderAndEpoch:
-    leader, epoch = r.int32(), r.int32()
-    r.tagged()
+    leader, epoch = r.int32("leader_id"), r.int32("leader_epoch")
+    r.skip_tagged_fields("current leader")
     return LeaderAndEpoch(leader, epoch)
 
 
-def _node_endpoint(r: Reader, port: Callable[[Reader], int]) -> tuple[int, tuple[str, int]]:
-    node, host, p = r.int32(), r.compact_string(), port(r)
-    return node, (host, p)
-
+# Null arrays (which Kafka never sends) read as empty below, and a tagged field's bytes past what is
+# read of it are ignored, as Kafka's own generated readers ignore them.
 
 def parse_fetch(r: Reader) -> FetchResult:
-    r.int32()                      # throttle
-    top_error = r.int16()
-    r.int32()                      # session id
+    r.int32("throttle_time_ms")
+    top_error = r.int16("error_code")
+    r.int32("session_id")
     partitions: list[FetchResult] = []
 
     def partition(x: Reader) -> None:
-        x.int32()
-        error, hw = x.int16(), x.int64()
-        x.int64()                  # last stable offset
-        log_start = x.int64()
-        x.compact_array(lambda a: (a.int64(), a.int64(), a.tagged()))   # aborted transactions
-        x.int32()                  # preferred read replica
-        records = x.compact_bytes() or b""
-        tags = x.tagged({0: _epoch_end, 1: _leader, 2: _snapshot_id})
-        diverging = tags.get(0)
-        snapshot = tags.get(2)
-        partitions.append(FetchResult(error, hw, log_start, records, tags.get(1),  # type: ignore[arg-type]
-                                      diverging if diverging and diverging.epoch >= 0 else None,  # type: ignore[union-attr]
-                                      snapshot if snapshot and snapshot.end_offset >= 0 else None))  # type: ignore[union-attr]
+        x.int32("partition_index")
+        error, hw = x.int16("error_code"), x.int64("high_watermark")
+        x.int64("last_stable_offset")
+        log_start = x.int64("log_start_offset")
+        x.nullable_array("aborted_transactions", lambda a: (a.int64("producer_id"), a.int64("first_offset"),
+                                                           a.skip_tagged_fields("aborted transaction")))
+        x.int32("preferred_read_replica")
+        records = x.nullable_blob("records") or b""
+        tags = x.tagged_fields("partition")
+        diverging = tagged(tags, 0, _epoch_end, None, whole=False)
+        snapshot = tagged(tags, 2, _snapshot_id, None, whole=False)
+        partitions.append(FetchResult(error, hw, log_start, records, tagged(tags, 1, _leader, None, whole=False),
+                                      diverging if diverging and diverging.epoch >= 0 else None,
+                                      snapshot if snapshot and snapshot.end_offset >= 0 else None))
 
     def topic(x: Reader) -> None:
-        x.raw(16)
-        x.compact_array(partition)
-        x.tagged()
+        x.raw(16, "topic_id")
+        x.nullable_array("partitions", partition)
+        x.skip_tagged_fields("topic")
 
-    r.compact_array(topic)
-    tags = r.tagged({0: lambda x: dict(x.compact_array(lambda y: _endpoint_with_rack(y)) or [])})
-    endpoints: dict[int, tuple[str, int]] = tags.get(0, {})  # type: ignore[assignment]
+    r.nullable_array("responses", topic)
+    endpoints = tagged(r.tagged_fields("response"), 0,
+                       lambda x: dict(x.nullable_array("node_endpoints", _endpoint_with_rack) or ()), {}, whole=False)
     if not partitions:
         return FetchResult(top_error or -1, -1, -1, b"", None, None, None, endpoints)
     p = partitions[0]
@@ -389,10 +252,10 @@ def parse_fetch(r: Reader) -> FetchResult:
 
 
 def _endpoint_with_rack(r: Reader) -> tuple[int, tuple[str, int]]:
-    node = _node_endpoint(r, Reader.int32)
-    r.compact_nullable_string()
-    r.tagged()
-    return node
+    node, host, port = r.int32("node_id"), r.string("host"), r.int32("port")
+    r.nullable_string("rack")
+    r.skip_tagged_fields("node endpoint")
+    return node, (host, port)
 
 
 # ---------------------------------------------------------------- FetchSnapshot (v1)
@@ -418,27 +281,26 @@ def fetch_snapshot_request(snapshot: SnapshotId, position: int, leader_epoch: in
 
 
 def parse_fetch_snapshot(r: Reader) -> SnapshotChunk:
-    r.int32()
-    top_error = r.int16()
+    r.int32("throttle_time_ms")
+    top_error = r.int16("error_code")
     chunks: list[SnapshotChunk] = []
 
     def partition(x: Reader) -> None:
-        x.int32()
-        error = x.int16()
+        x.int32("index")
+        error = x.int16("error_code")
         snap = _snapshot_id(x)
-        size, position = x.int64(), x.int64()
-        n = x.uvarint() - 1            # records: compact, never null here
-        data = x.raw(max(n, 0))
-        tags = x.tagged({0: _leader})
-        chunks.append(SnapshotChunk(error, snap, tags.get(0), size, position, data))  # type: ignore[arg-type]
+        size, position = x.int64("size"), x.int64("position")
+        data = x.nullable_blob("unaligned_records") or b""
+        leader = tagged(x.tagged_fields("partition"), 0, _leader, None, whole=False)
+        chunks.append(SnapshotChunk(error, snap, leader, size, position, data))
 
     def topic(x: Reader) -> None:
-        x.compact_string()
-        x.compact_array(partition)
-        x.tagged()
+        x.string("name")
+        x.nullable_array("partitions", partition)
+        x.skip_tagged_fields("topic")
 
-    r.compact_array(topic)
-    r.tagged()
+    r.nullable_array("topics", topic)
+    r.skip_tagged_fields("response")
     if not chunks:
         return SnapshotChunk(top_error or -1, None, None, 0, 0, b"")
     c = chunks[0]
@@ -473,45 +335,46 @@ def describe_quorum_request() -> bytes:
 
 
 def _replica(r: Reader) -> ReplicaInfo:
-    rid = r.int32()
-    r.raw(16)   # directory id
-    info = ReplicaInfo(rid, r.int64(), r.int64(), r.int64())
-    r.tagged()
+    rid = r.int32("replica_id")
+    r.raw(16, "replica_directory_id")
+    info = ReplicaInfo(rid, r.int64("log_end_offset"), r.int64("last_fetch_timestamp"),
+                       r.int64("last_caught_up_timestamp"))
+    r.skip_tagged_fields("replica")
     return info
 
 
 def parse_describe_quorum(r: Reader) -> QuorumInfo:
-    error, message = r.int16(), r.compact_nullable_string()
+    error, message = r.int16("error_code"), r.nullable_string("error_message")
     parts: list[QuorumInfo] = []
 
     def partition(x: Reader) -> None:
-        x.int32()
-        perr, pmsg = x.int16(), x.compact_nullable_string()
-        leader, epoch, hw = x.int32(), x.int32(), x.int64()
-        voters = tuple(x.compact_array(_replica) or ())
-        observers = tuple(x.compact_array(_replica) or ())
-        x.tagged()
+        x.int32("partition_index")
+        perr, pmsg = x.int16("error_code"), x.nullable_string("error_message")
+        leader, epoch, hw = x.int32("leader_id"), x.int32("leader_epoch"), x.int64("high_watermark")
+        voters = x.nullable_array("current_voters", _replica) or ()
+        observers = x.nullable_array("observers", _replica) or ()
+        x.skip_tagged_fields("partition")
         parts.append(QuorumInfo(perr, pmsg, leader, epoch, hw, voters, observers, {}))
 
     def topic(x: Reader) -> None:
-        x.compact_string()
-        x.compact_array(partition)
-        x.tagged()
+        x.string("topic_name")
+        x.nullable_array("partitions", partition)
+        x.skip_tagged_fields("topic")
 
     def listener(x: Reader) -> tuple[str, tuple[str, int]]:
-        name, host, port = x.compact_string(), x.compact_string(), x.uint16()
-        x.tagged()
+        name, host, port = x.string("listener name"), x.string("listener host"), x.uint16("listener port")
+        x.skip_tagged_fields("listener")
         return name, (host, port)
 
     def node(x: Reader) -> tuple[int, dict[str, tuple[str, int]]]:
-        nid = x.int32()
-        listeners = dict(x.compact_array(listener) or [])
-        x.tagged()
+        nid = x.int32("node_id")
+        listeners = dict(x.nullable_array("listeners", listener) or ())
+        x.skip_tagged_fields("node")
         return nid, listeners
 
-    r.compact_array(topic)
-    nodes = dict(r.compact_array(node) or [])
-    r.tagged()
+    r.nullable_array("topics", topic)
+    nodes = dict(r.nullable_array("nodes", node) or ())
+    r.skip_tagged_fields("response")
     if error or not parts:
         return QuorumInfo(error or -1, message, -1, -1, -1, (), (), nodes)
     p = parts[0]
@@ -552,32 +415,35 @@ def metadata_request() -> bytes:
 
 
 def parse_metadata(r: Reader) -> ClusterMetadata:
-    r.int32()
+    r.int32("throttle_time_ms")
 
     def broker(x: Reader) -> tuple[int, tuple[str, int, str | None]]:
-        node, host, port, rack = x.int32(), x.compact_string(), x.int32(), x.compact_nullable_string()
-        x.tagged()
+        node, host, port = x.int32("node_id"), x.string("host"), x.int32("port")
+        rack = x.nullable_string("rack")
+        x.skip_tagged_fields("broker")
         return node, (host, port, rack)
 
     def partition(x: Reader) -> PartitionMetadata:
-        p = PartitionMetadata(x.int16(), x.int32(), x.int32(), x.int32(), tuple(x.int32_array()),
-                              tuple(x.int32_array()))
-        x.int32_array()    # offline replicas
-        x.tagged()
+        p = PartitionMetadata(x.int16("error_code"), x.int32("partition_index"), x.int32("leader_id"),
+                              x.int32("leader_epoch"), x.nullable_int32s("replica_nodes") or (),
+                              x.nullable_int32s("isr_nodes") or ())
+        x.nullable_int32s("offline_replicas")
+        x.skip_tagged_fields("partition")
         return p
 
     def topic(x: Reader) -> TopicMetadata:
-        error, name, topic_id, internal = x.int16(), x.compact_nullable_string(), x.uuid(), x.boolean()
-        partitions = tuple(x.compact_array(partition) or ())
-        x.int32()          # authorized operations
-        x.tagged()
+        error, name = x.int16("error_code"), x.nullable_string("name")
+        topic_id, internal = x.uuid("topic_id"), x.boolean("is_internal")
+        partitions = x.nullable_array("partitions", partition) or ()
+        x.int32("topic_authorized_operations")
+        x.skip_tagged_fields("topic")
         return TopicMetadata(error, name, topic_id, internal, partitions)
 
-    brokers = dict(r.compact_array(broker) or [])
-    cluster_id = r.compact_nullable_string()
-    r.int32()              # controller id: under KRaft a random broker, never the active controller
-    topics = tuple(r.compact_array(topic) or ())
-    r.tagged()
+    brokers = dict(r.nullable_array("brokers", broker) or ())
+    cluster_id = r.nullable_string("cluster_id")
+    r.int32("controller_id")   # under KRaft a random broker, never the active controller
+    topics = r.nullable_array("topics", topic) or ()
+    r.skip_tagged_fields("response")
     return ClusterMetadata(brokers, cluster_id, topics)
 
 
@@ -587,8 +453,8 @@ def sasl_handshake_request(mechanism: str) -> bytes:          # v1, not flexible
     return Writer().string(mechanism).bytes()
 
 
-def parse_sasl_handshake(r: Reader) -> tuple[int, list[str]]:
-    return r.int16(), r.array(Reader.string)
+def parse_sasl_handshake(r: Reader) -> tuple[int, tuple[str, ...]]:
+    return r.int16("error_code"), r.strings("mechanisms")
 
 
 def sasl_authenticate_request(auth: bytes) -> bytes:          # v2, flexible
@@ -596,5 +462,5 @@ def sasl_authenticate_request(auth: bytes) -> bytes:          # v2, flexible
 
 
 def parse_sasl_authenticate(r: Reader) -> tuple[int, str | None, bytes]:
-    error, message = r.int16(), r.compact_nullable_string()
-    return error, message, r.compact_bytes() or b""
+    error, message = r.int16("error_code"), r.nullable_string("error_message")
+    return error, message, r.nullable_blob("auth_bytes") or b""

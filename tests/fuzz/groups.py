@@ -17,11 +17,12 @@ from typing import Callable, Iterator, TypeVar
 from confluent_kafka import KafkaError
 
 from collectors.groups.modern_groups import ModernGroup, apply, fold_records, view
-from collectors.groups.codec.offsets_codec import MalformedRecord, UnknownRecord, decode_record
+from collectors.groups.codec.offsets_codec import UnknownRecord, decode_record
 from collectors.groups.offsets_reader import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from collectors.groups.share_delivery import delivered_to, progress_after
 from collectors.groups.codec.share_state_codec import decode_share_state
 from collectors.groups.states import state_from_modern
+from collectors.kafka_encoding import MalformedRecord
 from kmon.codec import decode, encode
 from kmon.events import Event, GroupState
 from tests.fuzz.cases import Case, Message

@@ -28,7 +28,6 @@ from collectors.groups.codec.offsets_codec import (
     GroupTombstone,
     GroupTopicMetadata,
     GroupType,
-    MalformedRecord,
     OffsetCommit,
     Record,
     ResolvedRegularExpression,
@@ -53,6 +52,7 @@ from collectors.groups.codec.offsets_codec import (
     decode_record,
 )
 from collectors.groups.codec.share_state_codec import ShareSnapshot, ShareUpdate, StateBatch
+from collectors.kafka_encoding import MalformedRecord
 
 T = TypeVar("T")
 

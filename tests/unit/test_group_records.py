@@ -17,7 +17,6 @@ from collectors.groups.codec.offsets_codec import (
     Endpoint,
     GroupTombstone,
     GroupType,
-    MalformedRecord,
     RecordType,
     ShareGroupMember,
     ShareGroupMetadata,
@@ -32,6 +31,7 @@ from collectors.groups.codec.offsets_codec import (
     UnknownRecord,
     decode_record,
 )
+from collectors.kafka_encoding import MalformedRecord
 from kmon.codec import decode
 from kmon.codec import encode as encode_event
 from kmon.events import Event, GroupMember, GroupState

@@ -2,11 +2,12 @@
 from Kafka's schemas (tests/unit/kraft_builders.py)."""
 import pytest
 
+from collectors.kafka_encoding import MalformedRecord
 from collectors.kraft import records as rec
 from collectors.kraft.records import (NO_LEADER_CHANGE, AbortTransactionRecord, BeginTransactionRecord,
                                       BrokerRegistrationChangeRecord, ClearElrRecord, ConfigRecord, Endpoint,
-                                      EndTransactionRecord, FeatureLevelRecord, MalformedRecord, PartitionChangeRecord,
-                                      PartitionRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, Unknown,
+                                      EndTransactionRecord, FeatureLevelRecord, PartitionChangeRecord, PartitionRecord,
+                                      RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, Unknown,
                                       UnregisterBrokerRecord, batches, decode, leader_change)
 from tests.unit import kraft_builders as b
 
@@ -211,10 +212,23 @@ def test_no_op_is_skipped():
 
 
 def test_an_unknown_frame_version_is_malformed():
-    with pytest.raises(MalformedRecord, match="frame version 0"):
+    with pytest.raises(MalformedRecord, match="^metadata record: frame version 0, not 1$"):
         decode(b.framed(2, 0, b"", frame_version=0))
-    with pytest.raises(MalformedRecord):
+    with pytest.raises(MalformedRecord, match="^metadata record: truncated at byte 0 reading frame version$"):
         decode(b.topic("t", TID)[:0])
+
+
+def test_a_malformed_record_names_its_type_its_field_and_the_byte():
+    value = b.partition(TID, 0, [1, 2], [1], leader=1)
+    head = len(b.framed(3, 0, b""))                  # frame, api key, version; then the partition id
+    with pytest.raises(MalformedRecord, match=f"^PartitionRecord: truncated at byte {head + 4} reading topic_id$"):
+        decode(value[:head + 10])
+    with pytest.raises(MalformedRecord, match="^PartitionRecord: broker id -2 in replicas is below 0$"):
+        decode(b.partition(TID, 0, [1, -2], [1], leader=1))
+    isr_of_two_with_one = b.uvarint(3) + b.i32(1)    # tag 0, the ISR: says two ids, has one
+    change = b.framed(5, 0, b.i32(0) + b.uuid_bytes(TID) + b.tags({0: isr_of_two_with_one}))
+    with pytest.raises(MalformedRecord, match="^PartitionChangeRecord record tag 0: truncated at byte 31 reading isr$"):
+        decode(change)
 
 
 @pytest.mark.parametrize("value", [
@@ -385,5 +399,16 @@ def test_other_control_records_are_not_leader_changes():
 
 
 def test_a_truncated_leader_change_is_malformed():
-    with pytest.raises(MalformedRecord):
+    with pytest.raises(MalformedRecord, match="^LeaderChange control record: truncated at byte 2 reading leader_id$"):
         leader_change(b.control_key(2), b.leader_change_value(3)[:4])
+
+
+def test_a_record_cut_inside_its_batch_names_the_field():
+    (only,) = list(batches(b.batch(0, [None], raw_records=b.record(0, b.no_op())[:-2])))
+    assert only.malformed == "batch at offset 0: truncated at byte 6 reading value" and only.values == ()
+
+
+def test_a_records_timestamp_delta_is_a_varlong():
+    """Kafka writes it as a 64-bit varint (the other fields of a record in a batch are 32-bit ones)."""
+    (only,) = list(batches(b.batch(0, [None], raw_records=b.record(0, b.no_op(), timestamp_delta=2**40))))
+    assert only.malformed is None and only.values == ((0, None, b.no_op()),)

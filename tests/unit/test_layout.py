@@ -3,6 +3,7 @@ import only it, and the roof (cli/) is imported by nothing. Read from the import
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,17 +18,25 @@ ALLOWED = {
 }
 
 
+def imported(path: Path) -> set[str]:
+    """The modules a file imports by their absolute names."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
 def imports_of(package: str) -> dict[str, set[str]]:
     """Each module of ``package`` -> the other top-level kmon packages it imports."""
     found: dict[str, set[str]] = {}
     for path in sorted((ROOT / package).rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else \
-                [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            for name in names:
-                top = name.split(".")[0]
-                if top in ALLOWED and top != package:
-                    found.setdefault(str(path.relative_to(ROOT)), set()).add(top)
+        for name in imported(path):
+            top = name.split(".")[0]
+            if top in ALLOWED and top != package:
+                found.setdefault(str(path.relative_to(ROOT)), set()).add(top)
     return found
 
 
@@ -50,16 +59,13 @@ def folder_edges() -> dict[str, set[str]]:
     for package in WITH_BENCH_AND_TESTS:
         for path in (ROOT / package).rglob("*.py"):
             here = str(path.parent.relative_to(ROOT))
-            for node in ast.walk(ast.parse(path.read_text())):
-                names = [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else \
-                    [a.name for a in node.names] if isinstance(node, ast.Import) else []
-                for name in names:
-                    if name.split(".")[0] not in WITH_BENCH_AND_TESTS:
-                        continue
-                    target = ROOT.joinpath(*name.split("."))
-                    folder = str((target if target.is_dir() else target.parent).relative_to(ROOT))
-                    if folder != here:
-                        edges.setdefault(here, set()).add(folder)
+            for name in imported(path):
+                if name.split(".")[0] not in WITH_BENCH_AND_TESTS:
+                    continue
+                target = ROOT.joinpath(*name.split("."))
+                folder = str((target if target.is_dir() else target.parent).relative_to(ROOT))
+                if folder != here:
+                    edges.setdefault(here, set()).add(folder)
     return edges
 
 
@@ -82,5 +88,15 @@ def test_no_folder_imports_a_folder_that_imports_it_back() -> None:
 
 
 def test_the_groups_codec_is_below_the_groups_model_and_io() -> None:
-    """collectors/groups/codec reads Kafka's bytes only: it imports nothing else of the groups collector."""
-    assert folder_edges().get("collectors/groups/codec", set()) <= {"kmon"}
+    """collectors/groups/codec reads Kafka's bytes only: it imports nothing else of the groups collector, and of
+    the collectors' own code only the one reader of Kafka's encoding."""
+    assert folder_edges().get("collectors/groups/codec", set()) <= {"kmon", "collectors"}
+    taken = {name for path in (ROOT / "collectors" / "groups" / "codec").rglob("*.py") for name in imported(path)}
+    assert {name for name in taken if name.startswith("collectors.") and not name.startswith("collectors.groups.codec.")
+            } == {"collectors.kafka_encoding"}
+
+
+def test_kafkas_encoding_is_read_with_the_standard_library_alone() -> None:
+    """collectors/kafka_encoding.py is below both the KRaft collector and the groups' codec: it imports no kmon code."""
+    tops = {name.split(".")[0] for name in imported(ROOT / "collectors" / "kafka_encoding.py")}
+    assert tops <= set(sys.stdlib_module_names) | {"__future__"}

@@ -14,13 +14,13 @@ from collectors.groups.codec.offsets_codec import (
     GroupMetadata,
     GroupTombstone,
     GroupType,
-    MalformedRecord,
     OffsetCommit,
     OffsetTombstone,
     TopicPartition,
     UnknownRecord,
     decode_record,
 )
+from collectors.kafka_encoding import MalformedRecord
 from tests.unit.offsets_builders import (
     Writer,
     all_valid_records,

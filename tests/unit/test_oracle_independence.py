@@ -3,31 +3,22 @@ kinds and where the installed tools are (kmon/history.py, kmon/toolchain.py), an
 imports it. Read from the imports themselves."""
 from __future__ import annotations
 
-import ast
 from pathlib import Path
+
+from tests.unit.test_layout import imported
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("kmon", "collectors", "streaming", "dashboards", "stack", "cli")
 ALLOWED_FROM_KMON = {"kmon.history", "kmon.toolchain"}
 
 
-def _imports(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module)
-        elif isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-    return names
-
-
 def test_the_oracle_takes_from_kmon_only_the_kinds_and_the_tools() -> None:
-    taken = {name for path in (ROOT / "bench" / "oracle").rglob("*.py") for name in _imports(path)
+    taken = {name for path in (ROOT / "bench" / "oracle").rglob("*.py") for name in imported(path)
              if name.split(".")[0] in PRODUCT}
     assert taken <= ALLOWED_FROM_KMON, sorted(taken - ALLOWED_FROM_KMON)
 
 
 def test_no_part_of_kmon_imports_the_oracle() -> None:
     importers = [str(path.relative_to(ROOT)) for package in PRODUCT for path in (ROOT / package).rglob("*.py")
-                 if any(name.split(".")[0] == "bench" for name in _imports(path))]
+                 if any(name.split(".")[0] == "bench" for name in imported(path))]
     assert importers == []

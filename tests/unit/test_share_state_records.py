@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.groups.codec.share_state_codec import (
-    MalformedRecord,
     ShareSnapshot,
     ShareStateRecord,
     ShareStateRecordType,
@@ -22,6 +21,7 @@ from collectors.groups.codec.share_state_codec import (
     UnknownRecord,
     decode_share_state,
 )
+from collectors.kafka_encoding import MalformedRecord
 from tests.unit.offsets_builders import (CURRENT, EARLY_ACCESS, Writer, decode_or_malformed, encode_share_state,
                                         share_state_key)
 from tests.unit.share_state_samples import G, ORDERS, SAMPLES

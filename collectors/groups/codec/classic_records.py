@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collectors.groups.codec.record_reader import MalformedRecord, Reader
 from collectors.groups.codec.record_specs import GroupTombstone, GroupType, Key, RecordSpec, RecordType, string_key
+from collectors.kafka_encoding import MalformedRecord, Reader
 
 _MAX_VERSION = 4  # GroupMetadataValue and OffsetCommitValue alike
 _FIRST_FLEXIBLE_VERSION = 4

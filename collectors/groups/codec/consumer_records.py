@@ -17,7 +17,6 @@ from collectors.groups.codec.modern_records import (
     target_assignment_metadata,
     topic_partitions,
 )
-from collectors.groups.codec.record_reader import Reader, tagged
 from collectors.groups.codec.record_specs import (
     MEMBER_KEY,
     GroupType,
@@ -28,6 +27,7 @@ from collectors.groups.codec.record_specs import (
     SubRecord,
     group_spec,
 )
+from collectors.kafka_encoding import Reader, tagged
 
 _CONSUMER = GroupType.CONSUMER
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collectors.groups.codec.record_reader import Reader, tagged
 from collectors.groups.codec.record_specs import GroupType, Key, Layout
+from collectors.kafka_encoding import Reader, tagged
 
 
 @dataclass(frozen=True)

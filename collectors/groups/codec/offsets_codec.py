@@ -10,8 +10,9 @@ them and their group coordinator reads them back.
   :class:`OffsetTombstone`).
 
 :func:`decode_record` is the only entry point; on any bytes it returns a record or raises
-:class:`MalformedRecord`, whose message says which field at which byte failed. A record type
-or value version newer than these comes back as :class:`UnknownRecord`, for the caller to count.
+:class:`collectors.kafka_encoding.MalformedRecord`, whose message says which field at which byte
+failed. A record type or value version newer than these comes back as :class:`UnknownRecord`, for
+the caller to count.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from collectors.groups.codec.modern_records import (
     TopicMetadata,
     TopicPartitions,
 )
-from collectors.groups.codec.record_reader import MalformedRecord
 from collectors.groups.codec.record_specs import (
     GroupTombstone,
     GroupType,
@@ -83,7 +83,6 @@ __all__ = [
     "GroupTombstone",
     "GroupTopicMetadata",
     "GroupType",
-    "MalformedRecord",
     "OffsetCommit",
     "OffsetTombstone",
     "Record",

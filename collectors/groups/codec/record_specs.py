@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum, StrEnum
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
-from collectors.groups.codec.record_reader import MalformedRecord, Reader
+from collectors.kafka_encoding import MalformedRecord, Reader
 
 R = TypeVar("R")
 Key = tuple[Any, ...]  # the key's fields after its type, in schema order

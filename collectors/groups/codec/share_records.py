@@ -20,7 +20,6 @@ from collectors.groups.codec.modern_records import (
     target_assignment,
     target_assignment_metadata,
 )
-from collectors.groups.codec.record_reader import Reader
 from collectors.groups.codec.record_specs import (
     MEMBER_KEY,
     GroupType,
@@ -31,6 +30,7 @@ from collectors.groups.codec.record_specs import (
     SubRecord,
     group_spec,
 )
+from collectors.kafka_encoding import Reader
 
 _SHARE = GroupType.SHARE
 

@@ -11,8 +11,9 @@ as brokers 4.0-4.3 write them: each share-partition's delivery state.
 timestamps in the snapshot; 4.1 made the epoch an int32 and added the timestamps, and 4.2
 the delivery complete count (a tagged field, KIP-1226). Both layouts are read, 4.1's first.
 
-:func:`decode_share_state` returns a record or raises :class:`MalformedRecord` naming the
-field and byte; a newer record type or value version is an :class:`UnknownRecord`.
+:func:`decode_share_state` returns a record or raises
+:class:`collectors.kafka_encoding.MalformedRecord` naming the field and byte; a newer record type
+or value version is an :class:`UnknownRecord`.
 """
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from collectors.groups.codec.record_reader import MalformedRecord, Reader, tagged
 from collectors.groups.codec.record_specs import Key, Layout, RecordSpec, UnknownRecord, decode
+from collectors.kafka_encoding import Reader, tagged
 
 __all__ = [
-    "MalformedRecord",
     "ShareSnapshot",
     "ShareStateRecord",
     "ShareStateRecordType",

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from collectors.groups.codec.modern_records import group_topic_metadata, target_assignment_metadata
-from collectors.groups.codec.record_reader import Reader, tagged
 from collectors.groups.codec.record_specs import (
     MEMBER_KEY,
     GroupType,
@@ -22,6 +21,7 @@ from collectors.groups.codec.record_specs import (
     SubRecord,
     group_spec,
 )
+from collectors.kafka_encoding import Reader, tagged
 
 _STREAMS = GroupType.STREAMS
 

@@ -16,7 +16,8 @@ from typing import Callable, Iterator
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
-from collectors.groups.codec.offsets_codec import ConsumerGroupMetadata, MalformedRecord, decode_record
+from collectors.groups.codec.offsets_codec import ConsumerGroupMetadata, decode_record
+from collectors.kafka_encoding import MalformedRecord
 from stack.local import LocalStack
 from tests.integration.kraft.conftest import CLUSTER
 from tests.support import create_topic, eventually, history_rows, value
