@@ -21,6 +21,7 @@ from cli.monitor import MonitorOptions, start_monitor
 from kmon.toolchain import find_toolchain
 from stack.local import LocalStack
 from stack.state import StackRequest
+from tests.support import quorum
 
 def cpu_by_part(root: int, skip: int | None = None) -> Counter[str]:
     out: Counter[str] = Counter()
@@ -69,8 +70,11 @@ def run(option_sets: list[str], kraft: bool, settle_s: float, idle_s: float, dea
 
 
 def broker_death(stack: LocalStack, seconds: float, progress: Callable[[str], None]) -> Counter[str]:
-    """The CPU by part in the ``seconds`` after a follower broker is SIGKILLed."""
-    victim = next(b for b in stack.broker_ids() if b != stack.controller_id())
+    """The CPU by part in the ``seconds`` after a follower broker is SIGKILLed (under KRaft, a node
+    that does not lead the quorum)."""
+    assert stack.state
+    leader = quorum(stack).leader_id if stack.state.kraft else stack.controller_id()
+    victim = next(b for b in stack.broker_ids() if b != leader)
     pid = stack.component(f"broker-{victim}").pid   # its CPU goes with it: left out of both counts
     before = cpu_by_part(os.getpid(), skip=pid)
     stack.kill_broker(victim)
