@@ -283,6 +283,16 @@ def _query(spark, cfg: StreamConfig, on_batch: Callable[..., None]):
             .start())
 
 
+def leave_if_stopped_while_starting(app: StreamApp, stop: threading.Event, started: threading.Event) -> None:
+    """A stop while Spark starts (5-20 s, a blocking call that cannot be interrupted) exits at once
+    instead of after it: no batch has run yet, so the checkpoint and the views lose nothing, as after
+    a crash at that point, which the next start goes on from."""
+    stop.wait()
+    if not started.is_set():
+        log.info("stopped while Spark was starting: exiting now (no batch had run)")
+        app.abandon(0)
+
+
 def run_until(app: StreamApp, stop: threading.Event, poll_seconds: float = 1.0) -> int:
     """Run until ``stop`` is set (SIGTERM) or the query fails; returns an exit code. A micro-batch
     stuck for ``stall_timeout_s`` ends the process at once with 1 (stall.py, StreamApp.abandon).
@@ -305,7 +315,11 @@ def run_until(app: StreamApp, stop: threading.Event, poll_seconds: float = 1.0) 
             return 0
         limit = cfg.kafka_outage_limit_s
         reach.then = f"Spark's Kafka source retries; the query gives up after {limit:g} s"
+        started = threading.Event()
+        threading.Thread(target=leave_if_stopped_while_starting, args=(app, stop, started),
+                         name="kmon-stream-starting", daemon=True).start()
         app.start()
+        started.set()
 
         stuck = threading.Event()
 
