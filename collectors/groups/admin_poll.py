@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from collectors.groups.book import NO_OFFSETS, GroupBook, ModernStates, Offsets, Seen
 from collectors.groups.consumer_status import ConsumerStatus, PartitionKey
 from collectors.groups.config import GroupsConfig
-from collectors.groups.gather import Gathered, K, gather
+from collectors.groups.gather import Gathered, K, Stopped, gather, settled
 from collectors.groups.lag import LagTable
 from collectors.groups.offsets_reader import OFFSETS_TOPIC
 from collectors.groups.outputs import SOURCE, Emitter
@@ -93,6 +93,7 @@ class AdminPoller:
         self._unknown_count = 0   # partitions whose end offset the latest poll could not read
         self._gate = PollGate(HOLD_S)
         self._probes = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kmon-groups-refusing")
+        self._stop = threading.Event()   # run()'s: the requests in flight are given up when it is set
 
     def run(self, stop: threading.Event) -> None:
         try:
@@ -106,10 +107,13 @@ class AdminPoller:
             # whose Admin API offsets failed (a coordinator moving: when a crash and restart are
             # likeliest) went out with no lag, and its lag series vanished for a lag interval.
             wait_for(self._offsets_read, stop, self._config.request_timeout_s)
+        self._stop = stop
         while not stop.is_set():
             started = time.monotonic()
             try:
                 self.poll_once()
+            except Stopped:
+                return
             except Exception:  # a defect or an unexpected client error must not end the thread
                 self._emitter.telemetry.survived(SOURCE, "in a group poll", log)
             stop.wait(max(0.0, self._config.poll_interval_s - (time.monotonic() - started)))
@@ -225,7 +229,7 @@ class AdminPoller:
         self._emitter.telemetry.metric("kmon_collector_admin_calls_total", call="list_consumer_groups").inc()
         timeout = self._config.request_timeout_s
         try:
-            result = self._admin.list_consumer_groups(request_timeout=timeout).result(timeout=timeout + 1)
+            result = settled(self._admin.list_consumer_groups(request_timeout=timeout), timeout + 1, self._stop)
         except Exception as e:
             log.warning("list_consumer_groups failed: %s", e)
             return None
@@ -239,7 +243,7 @@ class AdminPoller:
                 ) -> Gathered[K]:
         return self._count(call, gather(items, submit, batch_size=batch_size,
                                         concurrency=self._config.concurrency,
-                                        timeout=self._config.request_timeout_s))
+                                        timeout=self._config.request_timeout_s, stop=self._stop))
 
     def _describe(self, groups: list[str]) -> tuple[dict[str, GroupState], dict[str, BaseException]]:
         """The groups described, and why the others were not."""

@@ -93,8 +93,8 @@ class GroupsCollector:
         self._poller.request_resync()
 
     def stop(self, timeout: float | None = None) -> None:
-        """End both loops and wait for them; the poller may finish the Admin API request
-        in flight (at most the request timeout per stage)."""
+        """End both loops and wait for them; the poller gives up the Admin API requests in flight
+        (gather.Stopped)."""
         self._stop.set()
         wait = timeout if timeout is not None else 3 * self.config.request_timeout_s + 5
         for thread in self._threads:

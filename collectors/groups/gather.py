@@ -8,12 +8,35 @@ one is recorded as a TimeoutError and no longer waited for, so it stalls nothing
 """
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Hashable, Iterator, Mapping, Sequence, TypeVar
 
 K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
+
+STOP_CHECK_S = 0.25   # how often a wait looks at the stop event
+
+
+class Stopped(BaseException):
+    """The collector stops: the requests in flight are not waited for (one for a dead broker holds
+    its answer for the whole request timeout). A BaseException, as KeyboardInterrupt is: no handler
+    of a request's failure takes it for one."""
+
+
+def settled(future: "Future[T]", timeout: float, stop: threading.Event | None = None) -> T:
+    """``future``'s result within ``timeout`` (TimeoutError else), or Stopped once ``stop`` is set."""
+    deadline = time.monotonic() + timeout
+    while not future.done():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"no answer within {timeout:g} s")
+        if stop is not None and stop.is_set():
+            raise Stopped()
+        wait([future], timeout=min(left, STOP_CHECK_S))
+    return future.result()
 
 
 @dataclass
@@ -29,7 +52,7 @@ def batches(items: Sequence[K], size: int) -> Iterator[list[K]]:
 
 
 def gather(items: Sequence[K], submit: Callable[[list[K]], Mapping[K, Future]], *,
-           batch_size: int, concurrency: int, timeout: float) -> Gathered[K]:
+           batch_size: int, concurrency: int, timeout: float, stop: threading.Event | None = None) -> Gathered[K]:
     out: Gathered[K] = Gathered()
     queue = batches(items, batch_size)
     # future -> (item, batch number, deadline); batch number -> its unsettled futures
@@ -62,8 +85,11 @@ def gather(items: Sequence[K], submit: Callable[[list[K]], Mapping[K, Future]], 
 
     launch()
     while pending:
+        if stop is not None and stop.is_set():
+            raise Stopped()
         next_deadline = min(deadline for _, _, deadline in pending.values())
-        done, _ = wait(list(pending), timeout=max(0.0, next_deadline - time.monotonic()),
+        left = max(0.0, next_deadline - time.monotonic())
+        done, _ = wait(list(pending), timeout=left if stop is None else min(left, STOP_CHECK_S),
                        return_when=FIRST_COMPLETED)
         for future in done:
             error = future.exception()

@@ -15,7 +15,7 @@ from confluent_kafka.admin import ConsumerGroupDescription, MemberAssignment, Me
 from collectors.groups.admin_poll import present_groups, refused, wait_for
 from collectors.groups.book import GroupBook, ModernStates, Offsets, Seen
 from collectors.groups.config import GroupsConfig, NameFilter
-from collectors.groups.gather import batches, gather
+from collectors.groups.gather import Stopped, batches, gather, settled
 from collectors.groups.lag import LagTable
 from collectors.groups.codec.offsets_codec import GroupMetadata
 from collectors.groups.offsets_reader import OffsetsReader
@@ -187,6 +187,40 @@ def test_a_refused_batch_fails_its_items_only() -> None:
 
     out = gather(["a", "x", "b"], submit, batch_size=1, concurrency=1, timeout=5)
     assert set(out.results) == {"a", "b"} and isinstance(out.failures["x"], ValueError)
+
+
+def outcome_of(call) -> list[object]:
+    """What ``call()`` returned or raised, run on a thread and waited for 10 s: a wait for a request
+    whose answer never comes (60 s here) must end at the stop, not at its timeout."""
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append(call())
+        except BaseException as e:
+            out.append(e)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(10)
+    return out
+
+
+def test_a_stop_ends_the_waits_for_requests_in_flight() -> None:
+    """The groups collector stopped while a broker is dead: its request there never answers."""
+    stop = threading.Event()
+    threading.Timer(0.2, stop.set).start()
+    waited = outcome_of(lambda: gather(["a", "slow"], FakeService(slow={"slow"}).submit, batch_size=1,
+                                       concurrency=2, timeout=60, stop=stop))
+    assert len(waited) == 1 and isinstance(waited[0], Stopped)
+    assert isinstance(outcome_of(lambda: settled(Future(), 60, stop))[0], Stopped)
+
+
+def test_settled_is_the_result_or_a_timeout() -> None:
+    answered: Future = Future()
+    answered.set_result(7)
+    assert settled(answered, 1, threading.Event()) == 7
+    with pytest.raises(TimeoutError):
+        settled(Future(), 0.3, threading.Event())
 
 
 # ----------------------------------------------------------------- the book
