@@ -245,13 +245,31 @@ class LocalStack:
             raise StackError(f"no {name} in this stack (it has: {', '.join(self.state.components)})") from None
 
     def restart_stopped(self) -> list[str]:
-        """Start again every component that is not running (tests restore what they killed)."""
+        """Start again every component that is not running (tests restore what they killed), in the
+        stack's order, but the brokers side by side: each spawned, then each waited for."""
         assert self.state
         stopped = [name for name, c in self.state.components.items() if not c.alive()]
+        brokers = [name for name in stopped if name.startswith("broker-")]
         for name in stopped:
-            log.info("restarting %s", name)
-            self.start(name)
+            if not name.startswith("broker-"):
+                log.info("restarting %s", name)
+                self.start(name)
+            elif name == brokers[0]:   # all of them, where the first stands in the stack's order
+                self._restart_brokers(brokers)
         return stopped
+
+    def _restart_brokers(self, names: list[str], timeout: float = 90) -> None:
+        assert self.state
+        logged: dict[str, int] = {}
+        for name in names:
+            log.info("restarting %s", name)
+            logged[name] = _log_size(self.component(name))
+            self._spawn(self.component(name))
+        for name in names:
+            if self.state.kraft:
+                self._wait_kraft_node(self.component(name), timeout)
+            else:
+                self._start_broker(self.component(name), timeout, spawned_at=logged[name])
 
     def kill_broker(self, broker_id: int, sig: int = signal.SIGKILL) -> None:
         self.kill(f"broker-{broker_id}", sig)
@@ -550,12 +568,15 @@ class LocalStack:
                    f"events cluster (log: {c.log})", interval=0.5, alive=c.alive)
         log.info("events cluster serving on 127.0.0.1:%d", c.port)
 
-    def _start_broker(self, c: Component, timeout: float, attempts: int = 3) -> None:
+    def _start_broker(self, c: Component, timeout: float, attempts: int = 3, spawned_at: int | None = None) -> None:
         """Kafka exits when its ZooKeeper session expires while it starts, which a short session
-        on a loaded machine allows (the fast profile's 6 s): that one cause is started again."""
+        on a loaded machine allows (the fast profile's 6 s): that one cause is started again.
+        ``spawned_at``: the caller spawned its first attempt, its log then this long (restart_stopped)."""
+        logged = spawned_at or 0   # where this attempt's lines begin in its log
         for attempt in range(1, attempts + 1):
-            logged = Path(c.log).stat().st_size if Path(c.log).exists() else 0
-            self._spawn(c)
+            if attempt > 1 or spawned_at is None:
+                logged = _log_size(c)
+                self._spawn(c)
             try:
                 self._wait_broker(int(c.name.split("-")[1]), timeout)
                 return
@@ -636,3 +657,7 @@ def _stop_order(state: StackState) -> list[list[Component]]:
 def _kafka_node(name: str) -> bool:
     """A server of the monitored Kafka cluster: a broker, or a KRaft controller."""
     return name.startswith("broker-") or name.startswith("controller-")
+
+
+def _log_size(c: Component) -> int:
+    return Path(c.log).stat().st_size if Path(c.log).exists() else 0
