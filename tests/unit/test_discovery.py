@@ -97,6 +97,14 @@ def test_a_stack_has_two_collectors_of_its_own_cluster_or_of_each_watched_one() 
         ("zk@legacy", "zk", "legacy"), ("groups@legacy", "groups", "legacy")]
 
 
+def test_every_collector_a_stack_starts_is_a_source_of_kmon_collect() -> None:
+    """The stack names its collectors by source; `kmon collect SOURCE` (cli/collect.py's table) runs them."""
+    from cli.collect import SOURCES
+    for kraft in (False, True):
+        for collector in collectors(kraft, ()):
+            assert collector.source in SOURCES
+
+
 def _watched_state(tmp_path: Path, *watched: WatchedCluster, config_file: str = "") -> StackState:
     return StackState(dir=tmp_path, chroot="", brokers=0, fast=True, stream_port=1, collector_ports={},
                       watched=watched, config_file=config_file)
