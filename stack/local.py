@@ -4,7 +4,7 @@ The monitored cluster runs in ZooKeeper mode (Kafka 3.9: ZooKeeper and brokers) 
 ``StackRequest.kraft``, as a KRaft cluster of Kafka 4.x: by default each of the B nodes is broker and
 controller at once (``broker-1`` .. ``broker-B``, node ids 1..B, every one a voter of a static
 quorum); with ``controllers=N`` the brokers are broker-only and N dedicated controllers run beside
-them (``controller-1001`` .. ``controller-<1000+N>``, node ids from ``FIRST_CONTROLLER_ID``).
+them (``controller-1001`` .. ``controller-<1000+N>``, node ids from ``FIRST_CONTROLLER_ID`` in stack/kraft_nodes.py).
 
 Beside the monitored cluster runs kmon's own events cluster (one KRaft node, component
 ``events``), so the monitored brokers, controller and ZooKeeper can all die while kmon's
@@ -21,39 +21,29 @@ earlier port back where it is free (so Prometheus' series and the printed addres
 from __future__ import annotations
 
 import contextlib
-import itertools
-import json
 import logging
 import os
 import shutil
 import signal
-import ssl
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
-                                   ResourcePatternType, ResourceType)
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from kmon.toolchain import Toolchain
-from stack import configs
-from kmon.class_archive import archive_options
+from stack import cluster_views, configs, jvm
+from stack.credentials import add_scram_users, grant_kmon
+from stack.kraft_nodes import format_events_node, format_storage, kraft_layout
 from stack.owner import Busy, OwnerLock
-from stack.probes import (answers_api_versions, formatted_cluster_id, four_letter, http_ok, java_error,
-                          kraft_cluster_id, metadata_brokers, serves_metadata)
+from stack.probes import formatted_cluster_id, four_letter, http_ok, kraft_cluster_id
 from stack.process import PortPicker, cmdline, reap, spawn, stop, stop_all, wait_until
-from stack.secure import KMON_PRINCIPALS, MTLS_LISTENER, SecureFiles
-from stack.state import EVENTS, Component, StackError, StackRequest, StackState, collectors
+from stack.secure import MTLS_LISTENER
+from stack.state import EVENTS, Component, StackError, StackRequest, StackState, collectors, kafka_node, stop_order
 
 log = logging.getLogger("kmon.stack")
 
-FIRST_CONTROLLER_ID = 1001   # node id of a KRaft stack's first dedicated controller (brokers are 1..B)
-JVM_OPTS = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=50", "-Djava.awt.headless=true",
-            "-XX:+ExitOnOutOfMemoryError"]
 
 
 class LocalStack:
@@ -131,14 +121,14 @@ class LocalStack:
             for c in self._servers():  # all at once: the JVMs start in parallel
                 self._spawn(c)
             if req.kraft:
-                self._wait_kraft_cluster()
+                cluster_views.wait_kraft_cluster(self.state, timeout=90)
                 if self.state.secure_files:
-                    self._grant_kmon(self.state.secure_files)
+                    grant_kmon(self.state.bootstrap_servers, self.state.secure_files)
             elif not req.watched:
                 for i in range(req.brokers):
-                    self._wait_broker(i + 1)
+                    cluster_views.wait_broker(self.state, self.component(f"broker-{i + 1}"), timeout=90)
             if req.own_events_node:
-                self._wait_events_node()
+                cluster_views.wait_events_node(self.component(EVENTS), timeout=90)
             if not req.kraft and not req.watched:
                 wait_until(lambda: self.controller_id() >= 0, 60, "controller election")
             if req.prometheus:
@@ -159,7 +149,7 @@ class LocalStack:
         for the next ``up`` then."""
         stopped: list[str] = []
         if self.state:
-            for together in _stop_order(self.state):
+            for together in stop_order(self.state):
                 running = [c for c in together if c.alive()]
                 for c in running:
                     log.info("stopping %s (pid %d)", c.name, c.pid)
@@ -194,16 +184,16 @@ class LocalStack:
         if c.alive():
             raise StackError(f"{name} is already running (pid {c.pid})")
         assert self.state
-        if self.state.kraft and _kafka_node(name):   # from its data, as it was formatted
+        if self.state.kraft and kafka_node(name):   # from its data, as it was formatted
             self._spawn(c)
-            self._wait_kraft_node(c, timeout)
+            cluster_views.wait_kraft_node(self.state, c, timeout)
             return
         if name.startswith("broker-"):
             self._start_broker(c, timeout)
             return
         self._spawn(c)
         if name == EVENTS:
-            self._wait_events_node(timeout)
+            cluster_views.wait_events_node(c, timeout)
         elif c.ready_url:
             wait_until(lambda: http_ok(c.ready_url), timeout, f"{name} (log: {c.log})", alive=c.alive)
 
@@ -267,7 +257,7 @@ class LocalStack:
             self._spawn(self.component(name))
         for name in names:
             if self.state.kraft:
-                self._wait_kraft_node(self.component(name), timeout)
+                cluster_views.wait_kraft_node(self.state, self.component(name), timeout)
             else:
                 self._start_broker(self.component(name), timeout, spawned_at=logged[name])
 
@@ -281,46 +271,21 @@ class LocalStack:
         assert self.state
         return [int(n.split("-")[1]) for n in self.state.components if n.startswith("broker-")]
 
-    # ------------------------------------------------------------------ ZooKeeper views
+    # ------------------------------------------------------------------ what the cluster says
     @contextlib.contextmanager
     def zk(self) -> Iterator[KazooClient]:
         """A client on the stack's chroot, stopped and closed on leaving the block."""
         assert self.state
-        if self.state.kraft:   # and its controller is the quorum's leader, which no ZooKeeper names
-            raise StackError(f"the stack in {self.dir} runs KRaft: it has no ZooKeeper")
-        client = KazooClient(hosts=self.state.zk_connect, timeout=10, **self.state.zk_client())
-        client.start(timeout=15)
-        try:
+        with cluster_views.zookeeper(self.state) as client:
             yield client
-        finally:
-            client.stop()
-            client.close()
 
     def registered_brokers(self) -> list[int]:
-        """The brokers registered in ZooKeeper; under KRaft, those registered and unfenced in the
-        metadata (as the first broker that answers lists them)."""
         assert self.state
-        if self.state.kraft:
-            client = self.state.kafka_client()
-            for c in self.state.components.values():
-                if c.name.startswith("broker-") and c.alive() and (found := metadata_brokers(c.port, client)):
-                    return sorted(found)
-            return []
-        with self.zk() as client:
-            try:
-                return sorted(int(x) for x in client.get_children("/brokers/ids"))
-            except NoNodeError:
-                return []
+        return cluster_views.registered_brokers(self.state)
 
     def controller_id(self) -> int:
-        """The controller broker (ZooKeeper mode only: under KRaft, DescribeCluster and Metadata
-        name a random broker, and the active controller is the quorum's leader)."""
-        with self.zk() as client:
-            try:
-                data, _ = client.get("/controller")
-            except NoNodeError:
-                return -1
-        return int(json.loads(data)["brokerid"])
+        assert self.state
+        return cluster_views.controller_id(self.state)
 
     def zk_exists(self, path: str) -> bool:
         with self.zk() as client:
@@ -331,12 +296,6 @@ class LocalStack:
             return int(client.get("/controller_epoch")[0])
 
     # ------------------------------------------------------------------ internals
-    def _java(self, main: str, config: Path, heap: str, name: str, extra: list[str] | None = None) -> list[str]:
-        return [self.tools.java, f"-Xmx{heap}", f"-Xms{heap}", *JVM_OPTS, *(extra or []),
-                f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}",
-                f"-Dkafka.logs.dir={self.dir / 'logs' / name}",
-                "-cp", self.tools.kafka_classpath, main, str(config)]
-
     def _add(self, name: str, port: int, argv: list[str], marker: str) -> Component:
         assert self.state
         c = Component(name=name, port=port, argv=argv, log=str(self.dir / "logs" / f"{name}.log"), marker=marker)
@@ -347,28 +306,19 @@ class LocalStack:
         assert self.state
         if c.pid:
             reap(c.pid)   # the part's last process, if ours and dead: how it ended was read by now
-        c.pid = spawn(self._with_class_archive(c.argv), Path(c.log), cwd=self.dir,
+        c.pid = spawn(jvm.with_class_archive(self.tools, c.argv), Path(c.log), cwd=self.dir,
                       die_with_parent=self.die_with_parent).pid
         self.state.save()
         log.info("started %s (pid %d) on 127.0.0.1:%d, log %s", c.name, c.pid, c.port, c.log)
-
-    def _with_class_archive(self, argv: list[str]) -> list[str]:
-        """A Kafka or ZooKeeper JVM's command line with the class-data sharing options of its kind, chosen
-        at each start (class_archive.py); any other command as it is."""
-        if "-cp" not in argv or Path(argv[0]).name != "java":
-            return argv
-        at = argv.index("-cp")
-        options = archive_options(self.tools.cache / "cds", argv[0], argv[at + 1], argv[at + 2])
-        return [argv[0], *options, *argv[1:]]
 
     def _start_zookeeper(self, port: int, profile: configs.Profile) -> None:
         cfg = self.dir / "zookeeper.properties"
         secure = self.state.secure_files if self.state else None
         cfg.write_text(configs.zookeeper_properties(self.dir / "zookeeper-data", port, profile,
                                                     secure.zookeeper_properties() if secure else None))
-        c = self._add("zookeeper", port, self._java("org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg, "256m",
-                                                     "zookeeper", secure.jvm_options(True) if secure else None),
-                      str(cfg))
+        argv = jvm.kafka3(self.tools, self.dir, "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg, "256m",
+                          "zookeeper", secure.jvm_options(True) if secure else None)
+        c = self._add("zookeeper", port, argv, str(cfg))
         self._spawn(c)
         wait_until(lambda: four_letter(port, "ruok") == "imok", 60, "zookeeper", alive=c.alive)
 
@@ -378,7 +328,7 @@ class LocalStack:
         assert self.state
         self._start_zookeeper(req.zk_port or pick(again.port_of("zookeeper")), profile)
         if self.state.secure_files:
-            self._add_scram_users(self.state.secure_files)
+            add_scram_users(self.tools.java, self.tools.kafka_classpath, self.state.zk_connect, self.state.secure_files)
         if resumed:
             self._await_earlier_sessions(req.brokers, profile)
         for i in range(req.brokers):
@@ -409,55 +359,21 @@ class LocalStack:
                                                  self.state.zk_connect, self.state.brokers, profile,
                                                  {**(secure.broker_properties(port) if secure else {}), **extra}))
         self._add(f"broker-{broker_id}", port,
-                  self._java("kafka.Kafka", cfg, profile.broker_heap, f"broker-{broker_id}",
+                  jvm.kafka3(self.tools, self.dir, "kafka.Kafka", cfg, profile.broker_heap, f"broker-{broker_id}",
                              [*(secure.jvm_options(False) if secure else ()), *jvm_options]), str(cfg))
-
-    def _add_scram_users(self, secure: SecureFiles) -> None:
-        """SCRAM credentials live in ZooKeeper and the brokers need theirs to start."""
-        assert self.state
-        users = secure.scram_users()
-        for user, credential in users:
-            done = subprocess.run([self.tools.java, *secure.jvm_options(False), "-cp", self.tools.kafka_classpath,
-                                   "kafka.admin.ConfigCommand", "--zookeeper", self.state.zk_connect, "--alter",
-                                   "--add-config", credential, "--entity-type", "users", "--entity-name", user],
-                                  capture_output=True, text=True, timeout=120)
-            if done.returncode != 0:   # the output holds no password: ConfigCommand does not echo it
-                raise StackError(f"creating the SCRAM user {user} failed: {done.stdout}{done.stderr}")
-        log.info("SCRAM users %s created", ", ".join(u for u, _ in users))
-
-    def _grant_kmon(self, secure: SecureFiles) -> None:
-        """kmon's ACLs on a secure KRaft cluster, as an operator grants them (again on a resume: the
-        same binding twice is one)."""
-        admin = AdminClient({"bootstrap.servers": self.state.bootstrap_servers if self.state else "", "log_level": 0,
-                             **secure.admin_client()})
-        bindings = [AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, principal, "*",
-                               operation, AclPermissionType.ALLOW)
-                    for principal in KMON_PRINCIPALS for operation in (AclOperation.DESCRIBE,
-                                                                       AclOperation.CLUSTER_ACTION)]
-        for future in admin.create_acls(bindings, request_timeout=30).values():
-            future.result()
-        log.info("granted %s DESCRIBE and CLUSTER_ACTION on the cluster", " and ".join(KMON_PRINCIPALS))
 
     def _servers(self) -> list[Component]:
         """The Kafka JVMs written by ``up``: the monitored brokers (and KRaft controllers) and the events node."""
         assert self.state
-        return [c for n, c in self.state.components.items() if _kafka_node(n) or n == EVENTS]
+        return [c for n, c in self.state.components.items() if kafka_node(n) or n == EVENTS]
 
     def _write_events_node(self, profile: configs.Profile, port: int, controller_port: int) -> None:
         cfg = self.dir / "events.properties"
         data = self.dir / "events-data"
         cfg.write_text(configs.events_node_properties(port, controller_port, data))
-        # A KRaft node needs its log directory formatted with a cluster id before its first start;
-        # a directory formatted before (a resumed stack, or a start that died after formatting)
-        # keeps its id, which the storage tool checks even with --ignore-formatted.
-        cluster_id = formatted_cluster_id(data) or kraft_cluster_id()
-        fmt = subprocess.run([self.tools.java, "-cp", self.tools.kafka_classpath, "kafka.tools.StorageTool",
-                              "format", "-t", cluster_id, "-c", str(cfg), "--ignore-formatted"],
-                             capture_output=True, text=True, timeout=120)
-        if fmt.returncode != 0:
-            raise StackError(f"formatting the events node's storage {data} failed: "
-                             f"{java_error(fmt.stdout + fmt.stderr) or f'exit status {fmt.returncode}'}")
-        self._add(EVENTS, port, self._java("kafka.Kafka", cfg, profile.broker_heap, EVENTS), str(cfg))
+        format_events_node(self.tools.java, self.tools.kafka_classpath, cfg, data)
+        self._add(EVENTS, port, jvm.kafka3(self.tools, self.dir, "kafka.Kafka", cfg, profile.broker_heap, EVENTS),
+                  str(cfg))
 
     def _write_kraft_nodes(self, req: StackRequest, again: StackState, pick: Callable[[int], int]) -> None:
         """Write the KRaft cluster's nodes, each with its earlier ports where free, and format the storage
@@ -489,84 +405,19 @@ class LocalStack:
             listeners = secure.kraft_properties(node.broker_port, node.controller_port, node.mtls_port) if secure else {}
             cfg.write_text(configs.kraft_node_properties(node, voters, self._data(name), req.brokers, profile,
                                                          {**listeners, **req.extra_props}))
-            jvm = req.broker_jvm_options(node.node_id) if req.broker_jvm_options and node.broker_port else []
+            jvm_options = req.broker_jvm_options(node.node_id) if req.broker_jvm_options and node.broker_port else []
             c = self._add(name, node.broker_port or node.controller_port,
-                          self._kafka4(cfg, profile.node_heap, jvm), str(cfg))
+                          jvm.kafka4(self.tools, self.dir, cfg, profile.node_heap, jvm_options), str(cfg))
             c.controller_port, c.controller_mtls_port = node.controller_port, node.mtls_port
-        self._format([name for name, found in formatted.items() if not found], profile.features,
-                     secure.kraft_format_args() if secure else [])
+        if unformatted := [name for name, found in formatted.items() if not found]:
+            format_storage(self.tools.java, self.tools.kafka4_classpath, cluster_id,
+                           {name: (self.dir / f"{name}.properties", self._data(name)) for name in unformatted},
+                           profile.features, secure.kraft_format_args() if secure else [])
+            log.info("formatted the storage of %s for KRaft cluster %s", ", ".join(unformatted), cluster_id)
 
     def _data(self, name: str) -> Path:
         """The log directory of a KRaft node (its meta.properties says whether it was formatted)."""
         return self.dir / f"{name}-data"
-
-    def _format(self, names: list[str], features: dict[str, int], extra: list[str]) -> None:
-        """Format the storage of these KRaft nodes with the stack's cluster id, all at once (a JVM each).
-        The static ``controller.quorum.voters`` in their properties is all the tool needs."""
-        assert self.state
-        argv = [self.tools.java, "-cp", self.tools.kafka4_classpath, "kafka.tools.StorageTool", "format",
-                "-t", self.state.cluster_id,
-                *(arg for name, level in features.items() for arg in ("--feature", f"{name}={level}")), *extra]
-        running = {name: subprocess.Popen([*argv, "-c", str(self.dir / f"{name}.properties")], text=True,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for name in names}
-        failed = []
-        for name, p in running.items():
-            said, _ = p.communicate(timeout=120)
-            if p.returncode != 0:
-                failed.append(f"{self._data(name)}: {java_error(said) or f'exit status {p.returncode}'}")
-        if failed:
-            raise StackError(f"formatting the KRaft storage failed: {'; '.join(failed)}")
-        if names:
-            log.info("formatted the storage of %s for KRaft cluster %s", ", ".join(names), self.state.cluster_id)
-
-    def _kafka4(self, config: Path, heap: str, extra: list[str]) -> list[str]:
-        """A Kafka 4.x node: its own jars, logging through log4j2."""
-        return [self.tools.java, f"-Xmx{heap}", f"-Xms{heap}", *JVM_OPTS, *extra,
-                f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
-                "-cp", self.tools.kafka4_classpath, "kafka.Kafka", str(config)]
-
-    def _wait_kraft_cluster(self, timeout: float = 90) -> None:
-        """Every broker registered and unfenced, as each broker's own metadata shows it. Not
-        DescribeCluster's controller: under KRaft a broker answers with a random broker there."""
-        assert self.state
-        nodes = [c for n, c in self.state.components.items() if _kafka_node(n)]
-
-        def none_died() -> bool:   # a dead controller would leave the brokers waiting until the timeout
-            if dead := [c for c in nodes if not c.alive()]:
-                raise RuntimeError(f"{dead[0].name} exited before the cluster was ready (log: {dead[0].log})")
-            return True
-        ids = set(self.broker_ids())
-        client = self.state.kafka_client()
-        for broker_id in sorted(ids):
-            c = self.component(f"broker-{broker_id}")
-            wait_until(lambda: ids <= metadata_brokers(c.port, client), timeout,
-                       f"{c.name} serving metadata that lists every broker (log: {c.log})", interval=0.5,
-                       alive=none_died)
-        log.info("KRaft cluster %s: brokers %s registered and serving, controllers %s", self.state.cluster_id,
-                 ", ".join(map(str, sorted(ids))), self.state.controllers)
-
-    def _wait_kraft_node(self, c: Component, timeout: float) -> None:
-        """A (re)started KRaft node serves: a broker lists itself in its metadata (registered and
-        unfenced: it caught up with the metadata log), a dedicated controller answers requests."""
-        assert self.state
-        if c.name.startswith("broker-"):
-            broker_id = int(c.name.split("-")[1])
-            client = self.state.kafka_client()
-            wait_until(lambda: broker_id in metadata_brokers(c.port, client), timeout,
-                       f"{c.name} registered and serving (log: {c.log})", interval=0.5, alive=c.alive)
-        else:
-            secure = self.state.secure_files
-            tls = ssl.create_default_context(cafile=str(secure.ca)) if secure else None
-            wait_until(lambda: answers_api_versions(c.controller_port, tls), timeout,
-                       f"{c.name} serving on 127.0.0.1:{c.controller_port} (log: {c.log})", interval=0.5,
-                       alive=c.alive)
-        log.info("%s serving", c.name)
-
-    def _wait_events_node(self, timeout: float = 90) -> None:
-        c = self.component(EVENTS)
-        wait_until(lambda: serves_metadata(c.port, configs.EVENTS_NODE_ID), timeout,
-                   f"events cluster (log: {c.log})", interval=0.5, alive=c.alive)
-        log.info("events cluster serving on 127.0.0.1:%d", c.port)
 
     def _start_broker(self, c: Component, timeout: float, attempts: int = 3, spawned_at: int | None = None) -> None:
         """Kafka exits when its ZooKeeper session expires while it starts, which a short session
@@ -578,7 +429,8 @@ class LocalStack:
                 logged = _log_size(c)
                 self._spawn(c)
             try:
-                self._wait_broker(int(c.name.split("-")[1]), timeout)
+                assert self.state
+                cluster_views.wait_broker(self.state, c, timeout)
                 return
             except RuntimeError:
                 with open(c.log, "rb") as f:
@@ -588,18 +440,6 @@ class LocalStack:
                     raise
                 log.warning("%s lost its ZooKeeper session while starting (attempt %d of %d): starting it again",
                             c.name, attempt, attempts)
-
-    def _wait_broker(self, broker_id: int, timeout: float = 90) -> None:
-        c = self.component(f"broker-{broker_id}")
-        wait_until(lambda: broker_id in self.registered_brokers(), timeout,
-                   f"broker {broker_id} (log: {c.log})", interval=0.5, alive=c.alive)
-        # Registered is not ready: the broker opens its port and learns the cluster (the
-        # controller's UpdateMetadata) after registering; an admin request sent before that
-        # can go unanswered until it times out.
-        client = self.state.kafka_client() if self.state else {}
-        wait_until(lambda: serves_metadata(c.port, broker_id, client), timeout,
-                   f"broker {broker_id} serving metadata (log: {c.log})", interval=0.5, alive=c.alive)
-        log.info("broker %d registered and serving", broker_id)
 
     def _start_prometheus(self, port: int) -> None:
         assert self.state
@@ -621,42 +461,6 @@ class LocalStack:
             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="], str(data))
         self._spawn(c)
         wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"), 60, "alertmanager", alive=c.alive)
-
-
-def kraft_layout(brokers: int, controllers: int,
-                 port: Callable[[str, str], int]) -> list[tuple[str, configs.KraftNode]]:
-    """A KRaft stack's nodes by component name, ``port(name, listener)`` giving each listener's port.
-    ``controllers`` 0: brokers 1..B are controllers too; else brokers 1..B are brokers only and the
-    controllers are FIRST_CONTROLLER_ID and up."""
-    def node(name: str, node_id: int, broker: bool, controller: bool) -> tuple[str, configs.KraftNode]:
-        return name, configs.KraftNode(node_id, broker_port=port(name, "PLAINTEXT") if broker else 0,
-                                       controller_port=port(name, "CONTROLLER") if controller else 0,
-                                       mtls_port=port(name, MTLS_LISTENER) if controller else 0)
-    return ([node(f"broker-{i}", i, True, not controllers) for i in range(1, brokers + 1)] +
-            [node(f"controller-{i}", i, False, True)
-             for i in range(FIRST_CONTROLLER_ID, FIRST_CONTROLLER_ID + controllers)])
-
-
-def _stop_order(state: StackState) -> list[list[Component]]:
-    """Pure: the components in the order ``down`` stops them, each list at once. The monitor and
-    Prometheus first, then the events cluster (the collectors flush to it), the brokers, and ZooKeeper
-    or the KRaft controllers last. A KRaft cluster's brokers stop together, then its controllers: a
-    broker's controlled shutdown needs a quorum, which stopping the combined nodes one by one would
-    leave the last one without."""
-    def rank(c: Component) -> int:
-        if _kafka_node(c.name):
-            return 2 if c.name.startswith("broker-") else 3
-        return {EVENTS: 1, "zookeeper": 3}.get(c.name, 0)
-    groups: list[list[Component]] = []
-    for _, same in itertools.groupby(sorted(state.components.values(), key=rank), key=rank):
-        alike = list(same)
-        groups += [alike] if state.kraft and _kafka_node(alike[0].name) else [[c] for c in alike]
-    return groups
-
-
-def _kafka_node(name: str) -> bool:
-    """A server of the monitored Kafka cluster: a broker, or a KRaft controller."""
-    return name.startswith("broker-") or name.startswith("controller-")
 
 
 def _log_size(c: Component) -> int:

@@ -3,6 +3,7 @@
 processes themselves are stack/local.py's."""
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -254,3 +255,25 @@ class StackRequest:
         zk_only = [name for name, given in (("--chroot", self.chroot), ("--zookeeper-port", self.zk_port)) if given]
         if self.kraft and zk_only:
             raise StackError(f"--kraft does not go with {', '.join(zk_only)} (ZooKeeper-mode stacks only)")
+
+
+def stop_order(state: StackState) -> list[list[Component]]:
+    """The components in the order ``down`` stops them, each list at once. The monitor and
+    Prometheus first, then the events cluster (the collectors flush to it), the brokers, and ZooKeeper
+    or the KRaft controllers last. A KRaft cluster's brokers stop together, then its controllers: a
+    broker's controlled shutdown needs a quorum, which stopping the combined nodes one by one would
+    leave the last one without."""
+    def rank(c: Component) -> int:
+        if kafka_node(c.name):
+            return 2 if c.name.startswith("broker-") else 3
+        return {EVENTS: 1, "zookeeper": 3}.get(c.name, 0)
+    groups: list[list[Component]] = []
+    for _, same in itertools.groupby(sorted(state.components.values(), key=rank), key=rank):
+        alike = list(same)
+        groups += [alike] if state.kraft and kafka_node(alike[0].name) else [[c] for c in alike]
+    return groups
+
+
+def kafka_node(name: str) -> bool:
+    """A server of the monitored Kafka cluster: a broker, or a KRaft controller."""
+    return name.startswith("broker-") or name.startswith("controller-")

@@ -10,7 +10,9 @@ import pytest
 from cli.monitor import MonitorOptions, collector_argv
 from stack import configs
 from stack.keeper import kept
-from stack.local import FIRST_CONTROLLER_ID, _stop_order, kraft_layout, LocalStack
+from stack.kraft_nodes import FIRST_CONTROLLER_ID, kraft_layout
+from stack.local import LocalStack
+from stack.state import stop_order
 from stack.state import collector_sources, Component, shape_flags, StackError, StackRequest, StackState
 
 PORTS = {"PLAINTEXT": 21000, "CONTROLLER": 22000, "CONTROLLER_MTLS": 0}   # no mTLS listener: not secure
@@ -158,14 +160,14 @@ def test_a_kraft_state_round_trips_and_names_its_quorum_apart_from_its_brokers(t
 
 
 def test_a_kraft_stack_stops_its_brokers_together_then_its_controllers(tmp_path: Path) -> None:
-    order = [[c.name for c in together] for together in _stop_order(_kraft_state(tmp_path))]
+    order = [[c.name for c in together] for together in stop_order(_kraft_state(tmp_path))]
     assert order == [["stream"], ["events"], ["broker-1", "broker-2"], ["controller-1001"]]
 
 
 def test_a_zookeeper_stack_stops_one_process_at_a_time(tmp_path: Path) -> None:
     state = StackState(dir=tmp_path, chroot="", brokers=2, fast=True, stream_port=0, collector_ports={}, components={
         n: Component(n, 0, ["java"], f"{n}.log", n) for n in ("zookeeper", "broker-2", "broker-1", "events")})
-    assert [[c.name for c in together] for together in _stop_order(state)] == [
+    assert [[c.name for c in together] for together in stop_order(state)] == [
         ["events"], ["broker-2"], ["broker-1"], ["zookeeper"]]
 
 
