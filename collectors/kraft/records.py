@@ -114,7 +114,7 @@ def leader_change(key: bytes | None, value: bytes | None) -> int | None:
 
 # ---------------------------------------------------------------- metadata records
 
-class Endpoint(NamedTuple):
+class BrokerEndpoint(NamedTuple):
     listener: str
     host: str
     port: int
@@ -125,7 +125,7 @@ class RegisterBrokerRecord(NamedTuple):
     broker_id: int
     incarnation_id: str
     broker_epoch: int
-    endpoints: tuple[Endpoint, ...]
+    endpoints: tuple[BrokerEndpoint, ...]
     features: dict[str, tuple[int, int]]
     rack: str | None
     fenced: bool
@@ -293,8 +293,8 @@ def _register_broker(r: Reader, v: int) -> RegisterBrokerRecord:
         r.boolean("is_migrating_zk_broker")
     incarnation, epoch = r.uuid("incarnation_id"), _broker_epoch(r)
 
-    def endpoint(x: Reader) -> Endpoint:
-        e = Endpoint(x.string("endpoint name"), x.string("endpoint host"), x.uint16("endpoint port"),
+    def endpoint(x: Reader) -> BrokerEndpoint:
+        e = BrokerEndpoint(x.string("endpoint name"), x.string("endpoint host"), x.uint16("endpoint port"),
                      x.int16("endpoint security_protocol"))
         x.skip_tagged_fields("endpoint")
         return e

@@ -6,7 +6,7 @@ from collectors.groups.codec.offsets_codec import (
     ConsumerGroupMember,
     ConsumerGroupMetadata,
     CurrentAssignment,
-    Endpoint,
+    UserEndpoint,
     GroupTopicMetadata,
     GroupType,
     ResolvedRegularExpression,
@@ -61,7 +61,7 @@ def consumer_member(classic: ClassicMemberProtocol | None = None, **kw: object) 
     return ConsumerGroupMember(**fields)
 
 
-def streams_member(endpoint: Endpoint | None) -> StreamsGroupMember:
+def streams_member(endpoint: UserEndpoint | None) -> StreamsGroupMember:
     return StreamsGroupMember(
         G, M, None, "rack-b", "app-StreamThread-1", "/10.0.0.2", 45_000, 3, "process-7c1e",
         endpoint, (("zone", "eu-1a"), ("ssd", "yes")),
@@ -112,7 +112,7 @@ SAMPLES: list[tuple[str, object, str]] = [
     ("17-streams-metadata", StreamsGroupMetadata(G, 9, 77, 3), CURRENT),
     ("17-streams-metadata-4.1", StreamsGroupMetadata(G, 9, 77, -1), CURRENT),
     ("18-streams-topics", GroupTopicMetadata(G, STREAMS, TOPICS), CURRENT),
-    ("19-streams-member", streams_member(Endpoint("app-host", 65_000)), CURRENT),
+    ("19-streams-member", streams_member(UserEndpoint("app-host", 65_000)), CURRENT),
     ("19-streams-member-no-endpoint", streams_member(None), CURRENT),
     ("20-streams-target-metadata", TargetAssignmentMetadata(G, STREAMS, 9, 5), CURRENT),
     ("21-streams-target", StreamsTargetAssignment(G, M, TASKS), CURRENT),

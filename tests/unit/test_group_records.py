@@ -14,7 +14,7 @@ from collectors.groups.codec.offsets_codec import (
     ConsumerGroupMember,
     ConsumerGroupMetadata,
     CurrentAssignment,
-    Endpoint,
+    UserEndpoint,
     GroupTombstone,
     GroupType,
     RecordType,
@@ -173,7 +173,7 @@ def test_streams_member_vector() -> None:
         "00"  # no tags
     )  # fmt: skip
     assert decode_record(record_key, value) == StreamsGroupMember(
-        "g", "m", None, None, "c", "h", 30_000, 2, "p", Endpoint("x", 65_000), ()
+        "g", "m", None, None, "c", "h", 30_000, 2, "p", UserEndpoint("x", 65_000), ()
     )
 
 

@@ -5,7 +5,7 @@ import pytest
 from collectors.kafka_encoding import MalformedRecord
 from collectors.kraft import records as rec
 from collectors.kraft.records import (NO_LEADER_CHANGE, AbortTransactionRecord, BeginTransactionRecord,
-                                      BrokerRegistrationChangeRecord, ClearElrRecord, ConfigRecord, Endpoint,
+                                      BrokerEndpoint, BrokerRegistrationChangeRecord, ClearElrRecord, ConfigRecord,
                                       EndTransactionRecord, FeatureLevelRecord, PartitionChangeRecord, PartitionRecord,
                                       RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, Unknown,
                                       UnregisterBrokerRecord, batches, decode, leader_change)
@@ -29,7 +29,8 @@ def test_register_broker_every_version(version):
     r = decode(value)
     assert r == RegisterBrokerRecord(
         broker_id=3, incarnation_id=INC, broker_epoch=77,
-        endpoints=(Endpoint("PLAINTEXT", "b1.example", 9092, 0), Endpoint("SASL_SSL", "b1.example", 9094, 3)),
+        endpoints=(BrokerEndpoint("PLAINTEXT", "b1.example", 9092, 0),
+                   BrokerEndpoint("SASL_SSL", "b1.example", 9094, 3)),
         features={"metadata.version": (7, 27), "kraft.version": (0, 1)}, rack="rack-a", fenced=True,
         # v0 has no InControlledShutdown: it reads as False there
         in_controlled_shutdown=version >= 1)
@@ -40,13 +41,13 @@ def test_register_broker_v2_migrating_flag_does_not_shift_the_fields():
     r = decode(b.register_broker(2, 9, INC, 1234, [("CONTROLLER", "h", 1, 0)], {}, rack=None, fenced=False,
                                  migrating=False))
     assert (r.broker_id, r.incarnation_id, r.broker_epoch, r.rack, r.fenced) == (9, INC, 1234, None, False)
-    assert r.endpoints == (Endpoint("CONTROLLER", "h", 1, 0),)
+    assert r.endpoints == (BrokerEndpoint("CONTROLLER", "h", 1, 0),)
     assert r.features == {}
 
 
 def test_register_broker_ports_are_unsigned():
     r = decode(b.register_broker(0, 1, INC, 5, [("EXTERNAL", "h", 50000, 2)]))
-    assert r.endpoints == (Endpoint("EXTERNAL", "h", 50000, 2),)
+    assert r.endpoints == (BrokerEndpoint("EXTERNAL", "h", 50000, 2),)
 
 
 def test_register_broker_v1_unfenced_not_in_shutdown():

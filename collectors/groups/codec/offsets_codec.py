@@ -59,7 +59,7 @@ from collectors.groups.codec.share_records import (
 )
 from collectors.groups.codec.streams_records import (
     STREAMS_SPECS,
-    Endpoint,
+    UserEndpoint,
     StreamsCurrentAssignment,
     StreamsGroupMember,
     StreamsGroupMetadata,
@@ -77,7 +77,7 @@ __all__ = [
     "ConsumerGroupMember",
     "ConsumerGroupMetadata",
     "CurrentAssignment",
-    "Endpoint",
+    "UserEndpoint",
     "GroupMember",
     "GroupMetadata",
     "GroupTombstone",

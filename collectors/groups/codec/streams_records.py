@@ -38,7 +38,7 @@ class StreamsGroupMetadata:
 
 
 @dataclass(frozen=True)
-class Endpoint:
+class UserEndpoint:
     host: str
     port: int
 
@@ -54,7 +54,7 @@ class StreamsGroupMember:
     rebalance_timeout_ms: int
     topology_epoch: int
     process_id: str  # the Streams instance, which may run several members
-    user_endpoint: Endpoint | None  # for interactive queries
+    user_endpoint: UserEndpoint | None  # for interactive queries
     client_tags: tuple[tuple[str, str], ...]
     group_type: ClassVar[GroupType] = _STREAMS
 
@@ -155,8 +155,8 @@ def _member(key: Key, reader: Reader, _version: int) -> StreamsGroupMember:
     )
 
 
-def _endpoint(reader: Reader) -> Endpoint:
-    endpoint = Endpoint(reader.string("user_endpoint host"), reader.uint16("user_endpoint port"))
+def _endpoint(reader: Reader) -> UserEndpoint:
+    endpoint = UserEndpoint(reader.string("user_endpoint host"), reader.uint16("user_endpoint port"))
     reader.skip_tagged_fields("user_endpoint")
     return endpoint
 
