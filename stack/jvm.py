@@ -14,17 +14,18 @@ JVM_OPTS = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=50", "-Djava.awt.headless=true
 def kafka3(tools: Toolchain, directory: Path, main: str, config: Path, heap: str, name: str,
            extra: list[str] | None = None) -> list[str]:
     """A JVM of Kafka 3.9's jars (a broker, ZooKeeper, the events node), logging through log4j."""
-    return [tools.java, f"-Xmx{heap}", f"-Xms{heap}", *JVM_OPTS, *(extra or []),
-            f"-Dlog4j.configuration=file:{directory / 'log4j.properties'}",
-            f"-Dkafka.logs.dir={directory / 'logs' / name}",
-            "-cp", tools.kafka_classpath, main, str(config)]
+    return _java(tools, heap, [*(extra or []), f"-Dlog4j.configuration=file:{directory / 'log4j.properties'}",
+                               f"-Dkafka.logs.dir={directory / 'logs' / name}"], tools.kafka_classpath, main, config)
 
 
 def kafka4(tools: Toolchain, directory: Path, config: Path, heap: str, extra: list[str]) -> list[str]:
     """A Kafka 4.x node: its own jars, logging through log4j2."""
-    return [tools.java, f"-Xmx{heap}", f"-Xms{heap}", *JVM_OPTS, *extra,
-            f"-Dlog4j2.configurationFile={directory / 'log4j2.properties'}",
-            "-cp", tools.kafka4_classpath, "kafka.Kafka", str(config)]
+    return _java(tools, heap, [*extra, f"-Dlog4j2.configurationFile={directory / 'log4j2.properties'}"],
+                 tools.kafka4_classpath, "kafka.Kafka", config)
+
+
+def _java(tools: Toolchain, heap: str, options: list[str], classpath: str, main: str, config: Path) -> list[str]:
+    return [tools.java, f"-Xmx{heap}", f"-Xms{heap}", *JVM_OPTS, *options, "-cp", classpath, main, str(config)]
 
 
 def with_class_archive(tools: Toolchain, argv: list[str]) -> list[str]:
