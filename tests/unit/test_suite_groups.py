@@ -2,7 +2,8 @@
 tests stay together (the kraft/ package's too, which share one stack), the longest groups go first."""
 from pathlib import Path
 
-from tests.conftest import LONGEST_FIRST, integration_group
+from stack.process import port_slice
+from tests.conftest import LONGEST_FIRST, integration_group, port_slice_of
 
 
 def test_an_integration_module_is_one_group_and_the_kraft_package_another() -> None:
@@ -16,3 +17,13 @@ def test_an_integration_module_is_one_group_and_the_kraft_package_another() -> N
 def test_the_longest_groups_named_exist() -> None:
     root = Path(__file__).resolve().parents[2]
     assert all((root / group).exists() for group in LONGEST_FIRST)
+
+
+def test_a_worker_xdist_starts_in_place_of_a_crashed_one_gets_a_port_slice_no_live_worker_has() -> None:
+    """CI, 2026-11-29: gw0 crashed, its replacement gw2 got "2/2", which port_slice refuses, and every
+    stack it started failed."""
+    whole = range(20000, 32768)
+    # gw0 and gw1 start; each crashes up to 4 times, its replacements numbered on from gw2
+    every = [set(port_slice(whole, {"KMON_PORT_SLICE": port_slice_of(worker, 2)})) for worker in range(10)]
+    assert all(len(ports) > 1000 for ports in every)
+    assert all(not (a & b) for i, a in enumerate(every) for b in every[i + 1:])
