@@ -30,18 +30,18 @@ def pytest_configure(config: pytest.Config) -> None:
     # each xdist worker and the processes it starts pick ports of their own
     worker, workers = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if worker and workers:
-        os.environ.setdefault(PORT_SLICE_ENV, port_slice_of(int(worker.removeprefix("gw")), int(workers)))
+        restarts = int(config.getoption("maxworkerrestart") or 0)
+        os.environ.setdefault(PORT_SLICE_ENV, port_slice_of(int(worker.removeprefix("gw")), int(workers), restarts))
     # Every JVM the suite starts (brokers, ZooKeeper, Spark) lives minutes, not hours: C2's compiles
     # never pay back there, and C1 alone starts a monitored stack on a third less CPU (bench/README.md).
     os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
-def port_slice_of(worker: int, workers: int) -> str:
+def port_slice_of(worker: int, workers: int, restarts: int) -> str:
     """The KMON_PORT_SLICE of xdist worker ``gw<worker>``. xdist replaces a crashed worker with the
-    next number (``gw2`` of 2 workers) up to 4 times per worker, so there is a slice for each of those
-    too: a replacement never shares one with a worker still running."""
-    slices = workers * 5
-    return f"{worker % slices}/{slices}"
+    next number (``gw2`` of 2 workers), ``restarts`` times at most (--max-worker-restart, pyproject):
+    each replacement gets a slice of its own too, never one a running worker has."""
+    return f"{worker}/{workers + restarts}"
 
 
 # The integration groups that take longest, longest first (runs of 2026-11-28 and -29): handed out first,
