@@ -2,7 +2,7 @@
 
 It fetches the metadata log from the quorum's leader as a voter would, but as replica -1 (an
 observer: it votes for nothing and the leader waits for nobody), follows the leader as it moves,
-and folds every committed record (below the high watermark) into :class:`MetadataImage`, whose
+and replays every committed record (below the high watermark) into :class:`MetadataImage`, whose
 events carry the record's metadata offset as their ordering key. Each (re)sync starts from the
 quorum's newest snapshot (FetchSnapshot) when the log no longer starts at 0, and is bracketed by
 snapshot markers up to the high watermark, so entities deleted while kmon did not look disappear
@@ -27,8 +27,9 @@ from collectors.kraft.connection import Connection, ControllerError
 from collectors.kraft.image import SOURCE
 from collectors.kraft.leader import LeaderFinder, Move
 from collectors.kraft.quorum import progress_only, quorum_state
-from collectors.kraft.loader import Loaded, MetadataLoader, Position, Resync
+from collectors.kraft.loader import Loaded, MetadataLoader, Position
 from collectors.protocol import EventSink, publish_all
+from collectors.resync import Resync
 from collectors.telemetry import Telemetry
 from kmon import __version__
 from kmon.events import ControllerState, Event, LogMeta, QuorumState
@@ -229,7 +230,7 @@ class KraftCollector:
 
     # ------------------------------------------------------------------ resync
     def _begin_resync(self, conn: Connection, reason: str, snapshot: wire.SnapshotId | None) -> None:
-        """Forget the image, fold in the snapshot (if any) silently and send it whole between markers;
+        """Forget the image, replay the snapshot (if any) silently and send it whole between markers;
         the log after it follows as it is fetched."""
         resync = Resync(f"kraft-{uuid.uuid4().hex[:12]}", reason, _now_ms())
         data = self._fetch_snapshot(conn, snapshot) if snapshot is not None else None

@@ -2,7 +2,7 @@
 
 Committed records go in (a fetch's record batches and the high watermark, or a snapshot's); events,
 the position of the next fetch, and whether the log has been read up to its high watermark come
-out. A (re)sync forgets the image, folds the snapshot in silently and sends it whole between a
+out. A (re)sync forgets the image, replays the snapshot silently and sends it whole between a
 begin marker and, once the log after it has been read up to the high watermark, an end marker:
 the stream then deletes what vanished while kmon did not look. Everything that talks to the
 quorum (fetch, the leader, DescribeQuorum) is the collector's (collector.py).
@@ -10,11 +10,15 @@ quorum (fetch, the leader, DescribeQuorum) is the collector's (collector.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from collectors.kafka_encoding import MalformedRecord
-from collectors.kraft.image import MetadataImage
-from collectors.kraft.records import batches, decode, leader_change
+from collectors.kraft.image import MetadataImage, Replayed
+from collectors.kraft.records import MetadataRecord, batches, decode, leader_change
+from collectors.resync import Resync
 from kmon.events import ControllerState, Event, LogMeta
+
+Entry = tuple[MetadataRecord | ControllerState, LogMeta]   # what the image replays
 
 
 @dataclass(frozen=True)
@@ -22,13 +26,6 @@ class Position:
     """Where the next fetch starts, and the epoch of the record before it (KRaft checks it)."""
     offset: int = 0
     epoch: int = 0       # 0 at offset 0: -1 is refused
-
-
-@dataclass(frozen=True)
-class Resync:
-    snapshot_id: str
-    reason: str
-    begun_ms: int
 
 
 @dataclass
@@ -42,20 +39,26 @@ class Loaded:
     unmatched: list[tuple[str, int]] = field(default_factory=list)
     ended: Resync | None = None
 
+    def add(self, replayed: Replayed) -> None:
+        self.events += replayed.events
+        self.unknown += replayed.unknown
+        self.unmatched += replayed.unmatched
+
 
 class MetadataLoader:
     def __init__(self, cluster: str) -> None:
         self.image = MetadataImage(cluster)
+        self.published: set[str] = set()   # the entities sent and not deleted since
         self.position = Position()
         self.caught_up = False       # the log read up to the high watermark, no transaction open
         self.resync: Resync | None = None
 
     def begin(self, resync: Resync, snapshot: tuple[int, int, bytes] | None, now_ms: int) -> Loaded:
         """A (re)sync from ``snapshot`` (its end offset, epoch and records), else from the log's start:
-        the image forgotten (what was sent is kept, to delete what vanished), the snapshot folded in
+        the image forgotten (what was sent is kept, to delete what vanished), the snapshot replayed
         silently, and the begin marker with every entity's state."""
-        self.image = MetadataImage.after(self.image)
-        self.image.now_ms = now_ms
+        # the controller is no record of a snapshot: the last one known stands until the log says more
+        self.image = MetadataImage(self.image.cluster, controller=self.image.controller)
         self.caught_up = False
         self.resync = resync
         out = Loaded()
@@ -63,30 +66,37 @@ class MetadataLoader:
         if snapshot is not None:
             end_offset, epoch, data = snapshot
             at = LogMeta(max(end_offset - 1, 0), epoch)
-            self.image.silent = True
-            try:
-                for batch in batches(data):
-                    if batch.malformed:
-                        out.malformed.append(("batch", f"snapshot {end_offset}/{epoch}: {batch.malformed}"))
-                    if batch.control:
-                        continue
-                    for _, _, value in batch.values:
-                        if value is not None:
-                            self._record(value, at, out)
-            finally:
-                self.image.silent = False
+            out.add(self.image.replay(self._snapshot(data, f"snapshot {end_offset}/{epoch}", at, out), now_ms,
+                                      self.published, silent=True))
             self.position = Position(end_offset, epoch)
         else:
             self.position = Position()
-        out.events += self.image.snapshot_events(resync.snapshot_id, resync.reason, resync.begun_ms, at)
+        out.events += self.image.snapshot_events(resync, at, now_ms, self.published)
         return out
 
     def load(self, records: bytes, high_watermark: int, now_ms: int, leader: ControllerState | None) -> Loaded:
-        """One fetch's records: those from the position up to the high watermark are folded in. Once
+        """One fetch's records: those from the position up to the high watermark are replayed. Once
         read up to it, the controller is the quorum's ``leader`` where the log has not said so since
         (its LeaderChange came before the snapshot, or before kmon looked), and an open resync ends."""
         out = Loaded()
-        self.image.now_ms = now_ms
+        out.add(self.image.replay(self._committed(records, high_watermark, out), now_ms, self.published))
+        if self.position.offset >= high_watermark and not self.image.in_transaction():
+            self._caught_up(leader, now_ms, out)
+        return out
+
+    def _snapshot(self, data: bytes, name: str, at: LogMeta, out: Loaded) -> Iterator[Entry]:
+        for batch in batches(data):
+            if batch.malformed:
+                out.malformed.append(("batch", f"{name}: {batch.malformed}"))
+            if batch.control:
+                continue
+            for _, _, value in batch.values:
+                if value is not None and (record := self._decode(value, at, out)) is not None:
+                    yield record, at
+
+    def _committed(self, records: bytes, high_watermark: int, out: Loaded) -> Iterator[Entry]:
+        """The records from the position up to the high watermark, read; the position moves past each
+        once it is replayed."""
         for batch in batches(records):
             if batch.last_offset < self.position.offset:
                 continue
@@ -99,48 +109,40 @@ class MetadataLoader:
                     break   # not committed yet: a new leader may truncate it
                 at = LogMeta(offset, batch.epoch, batch.max_timestamp_ms)
                 if batch.control:
-                    self._control(key, value, at, out)
-                elif value is not None:
-                    self._record(value, at, out)
+                    record = self._control(key, value, at, out)
+                else:
+                    record = self._decode(value, at, out) if value is not None else None
+                if record is not None:
+                    yield record, at
                 self.position = Position(offset + 1, batch.epoch)
             if batch.malformed and batch.last_offset < high_watermark:
                 self.position = Position(batch.last_offset + 1, batch.epoch)
-        out.events += self.image.take_events()
-        if self.position.offset >= high_watermark and not self.image.in_transaction():
-            self._caught_up(leader, out)
-        return out
 
-    def _record(self, value: bytes, at: LogMeta, out: Loaded) -> None:
+    @staticmethod
+    def _decode(value: bytes, at: LogMeta, out: Loaded) -> MetadataRecord | None:
         try:
-            record = decode(value)
+            return decode(value)
         except MalformedRecord as e:
             out.malformed.append(("record", f"metadata record at offset {at.offset}: {e}"))
-            return
-        self.image.apply(record, at)
-        if self.image.unknown:
-            out.unknown += [(u.api_key, u.version, at.offset) for u in self.image.unknown]
-            self.image.unknown.clear()
-        if self.image.unmatched:
-            out.unmatched += [(what, at.offset) for what in self.image.unmatched]
-            self.image.unmatched.clear()
+            return None
 
-    def _control(self, key: bytes | None, value: bytes | None, at: LogMeta, out: Loaded) -> None:
+    @staticmethod
+    def _control(key: bytes | None, value: bytes | None, at: LogMeta, out: Loaded) -> ControllerState | None:
+        """A LeaderChange control record as the controller it names from its epoch on; None for the rest."""
         try:
             leader = leader_change(key, value)
         except MalformedRecord as e:
             out.malformed.append(("record", f"control record at offset {at.offset}: {e}"))
-            return
-        if leader is not None:
-            self.image.leader_change(leader, at)
+            return None
+        return ControllerState(leader, at.epoch) if leader is not None else None
 
-    def _caught_up(self, leader: ControllerState | None, out: Loaded) -> None:
+    def _caught_up(self, leader: ControllerState | None, now_ms: int, out: Loaded) -> None:
         at = LogMeta(max(self.position.offset - 1, 0), self.position.epoch)
         known = self.image.controller
         if leader is not None and leader.broker_id >= 0 and (known is None or (known.epoch or 0) < (leader.epoch or 0)):
-            self.image.set_controller(leader, at)
-            out.events += self.image.take_events()
+            out.add(self.image.replay([(leader, at)], now_ms, self.published))
         if self.resync is not None:
             r, self.resync = self.resync, None
-            out.events.append(self.image.end_marker(r.snapshot_id, r.reason, r.begun_ms, at))
+            out.events.append(self.image.end_marker(r, at, now_ms))
             out.ended = r
         self.caught_up = True

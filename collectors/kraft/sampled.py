@@ -25,6 +25,7 @@ from collectors.kraft.connection import Connection, ControllerError
 from collectors.kraft.image import SOURCE
 from collectors.kraft.quorum import quorum_state
 from collectors.protocol import EventSink, publish_all
+from collectors.resync import Resync, entity_order
 from collectors.telemetry import Telemetry
 from kmon import __version__
 from kmon.events import BrokerState, ControllerState, Event, PartitionState, SnapshotMarker, TopicState, entity_key
@@ -80,30 +81,31 @@ class Samples:
         self.first = True
 
     def take(self, states: dict[str, tuple[str, Any]], now_ms: int) -> tuple[list[Event], dict[str, int]]:
+        if self.first:   # the first sample is sent whole, as every collector's start is
+            self.first = False
+            self.last = dict(states)
+            resync = Resync(f"kraft-sampled-{now_ms}", "start", now_ms)
+            body = resync.body(states, entity_order,
+                               lambda e: self._event(e, *states[e], now_ms, resync.snapshot_id))
+            return ([resync.begin(self._marker), *body, resync.end(self._marker, len(states), now_ms)],
+                    {MISSED_ELECTIONS: 0, MISSED_CONTROLLER_CHANGES: 0})
         events: list[Event] = []
         skipped = {MISSED_ELECTIONS: 0, MISSED_CONTROLLER_CHANGES: 0}
-        snapshot_id = f"kraft-sampled-{now_ms}" if self.first else None
         for entity, (kind, state) in states.items():
             before = self.last.get(entity)
-            if before is not None and before[1] == state and not self.first:
+            if before is not None and before[1] == state:
                 continue
             if before is not None and kind == "topic" and before[1].topic_id != state.topic_id:
-                events.append(self._event(entity, kind, None, now_ms, snapshot_id))   # deleted, created again
+                events.append(self._event(entity, kind, None, now_ms, None))   # deleted, created again
             elif before is not None:
                 n = missed(kind, before[1], state)
                 skipped[MISSED_CONTROLLER_CHANGES if kind == "controller" else MISSED_ELECTIONS] += n
-            events.append(self._event(entity, kind, state, now_ms, snapshot_id))
+            events.append(self._event(entity, kind, state, now_ms, None))
         for entity, (kind, _) in self.last.items():
             if entity not in states and not (kind in ("controller", "quorum")):
-                events.append(self._event(entity, kind, None, now_ms, snapshot_id))
+                events.append(self._event(entity, kind, None, now_ms, None))
         # the controller and the quorum stay as last sampled when DescribeQuorum did not answer
         self.last = {**{e: s for e, s in self.last.items() if s[0] in ("controller", "quorum")}, **states}
-        if self.first:
-            marker = SnapshotMarker(snapshot_id or "", "start")
-            end = SnapshotMarker(snapshot_id or "", "start", len(states), now_ms)
-            events = [self._marker("snapshot_begin", marker, now_ms), *events,
-                      self._marker("snapshot_end", end, now_ms)]
-            self.first = False
         return events, skipped
 
     def _event(self, entity: str, kind: str, state: Any, now_ms: int, snapshot_id: str | None) -> Event:

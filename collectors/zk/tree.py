@@ -13,10 +13,12 @@ import contextlib
 import dataclasses
 import enum
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Iterable, NamedTuple
 
 from kazoo.protocol.states import ZnodeStat
 
+from collectors.resync import Resync
 from collectors.zk.znodes import (
     MalformedZnode,
     ZkPaths,
@@ -350,15 +352,12 @@ class ZkTree:
         """The states the round proves unseen (before the snapshot: they are older than it), begin
         marker (observed when the reads began), every entity's state, deletions of published
         entities now gone, end marker."""
+        resync = Resync(snapshot_id, reason, begun_ms)
         current = {EntityId("controller")} | {self.classify(path)[1] for path in self._nodes}
-        events = [self._event(e, now_ms, snapshot_id) for e in sorted(current | set(self._published), key=_order)]
-        upserts = [e for e in events if e is not None and e.op == "upsert"]
-        deletes = [e for e in events if e is not None and e.op == "delete"]
-        newest = max((e.zxid or 0 for e in upserts + deletes), default=None)
-        end = SnapshotMarker(snapshot_id, reason, len(upserts), begun_ms)
-        return [*self._unseen(rnd, now_ms),
-                self._marker("snapshot_begin", SnapshotMarker(snapshot_id, reason), begun_ms, None),
-                *upserts, *deletes, self._marker("snapshot_end", end, now_ms, newest)]
+        body = resync.body(current | set(self._published), _order, lambda e: self._event(e, now_ms, snapshot_id))
+        newest = max((e.zxid or 0 for e in body), default=None)
+        return [*self._unseen(rnd, now_ms), resync.begin(partial(self._marker, zxid=None)), *body,
+                resync.end(partial(self._marker, zxid=newest), sum(e.op == "upsert" for e in body), now_ms)]
 
     def _unseen(self, rnd: Round, now_ms: int) -> list[Event]:
         return [self._envelope(entity, "upsert", now_ms, state, zxid, None, None) for entity, state, zxid in rnd.unseen]

@@ -1,4 +1,4 @@
-"""KRaft metadata records, record batches, the image they fold into, and the controller's responses.
+"""KRaft metadata records, record batches, the image they are replayed into, and the controller's responses.
 
 * ``record``: records.decode on one metadata record of every type and version: a record, None
   (skipped), Unknown, or MalformedRecord, nothing else.
@@ -51,7 +51,7 @@ def check_record(case: Case) -> None:
             pass
 
 
-# ------------------------------------------------------------------ a fetch's batches, folded
+# ------------------------------------------------------------------ a fetch's batches, replayed
 
 def _log_seeds() -> list[Case]:
     records = _records()

@@ -7,7 +7,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.kraft.loader import MetadataLoader, Position, Resync
+from collectors.kraft.loader import MetadataLoader, Position
+from collectors.resync import Resync
 from kmon.events import ControllerState
 from tests.unit import kraft_builders as b
 
@@ -112,7 +113,7 @@ def _image(loader: MetadataLoader) -> tuple:
 def test_a_snapshot_at_k_and_the_log_after_it_give_the_image_of_the_whole_log(records: list[bytes], data) -> None:
     """Kafka's property (TopicsImageTest: an image after a snapshot plus the delta equals the image
     after all records). The snapshot here holds the log's first k records as they were written (the
-    fold is the same for the records a controller would write of that image); the tail is read from
+    replay is the same for the records a controller would write of that image); the tail is read from
     the same fetch, as the collector reads the log after a snapshot."""
     k = data.draw(st.integers(0, len(records)))
     whole = MetadataLoader("c")
