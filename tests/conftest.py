@@ -38,9 +38,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def port_slice_of(worker: int, workers: int, restarts: int) -> str:
-    """The KMON_PORT_SLICE of xdist worker ``gw<worker>``. xdist replaces a crashed worker with the
-    next number (``gw2`` of 2 workers), ``restarts`` times at most (--max-worker-restart, pyproject):
-    each replacement gets a slice of its own too, never one a running worker has."""
+    """The KMON_PORT_SLICE of xdist worker ``gw<worker>``. Where xdist replaces a crashed worker (not in
+    `make test`: --max-worker-restart=0, pyproject), with the next number (``gw2`` of 2 workers) and
+    ``restarts`` times at most, each replacement gets a slice of its own too, never one a running
+    worker has ("2/2" was refused, and every stack the replacement started failed)."""
     return f"{worker}/{workers + restarts}"
 
 
