@@ -1,6 +1,7 @@
-"""Kafka's binary encoding, read: the one bounds-checked reader of the KRaft metadata log and the
-controllers' responses (collectors/kraft) and of the coordinators' records (collectors/groups/codec).
-Pure, and the standard library only.
+"""Kafka's binary encoding: the one bounds-checked reader of the KRaft metadata log and the
+controllers' responses (collectors/kraft) and of the coordinators' records (collectors/groups/codec),
+and the writer of the few requests the KRaft collector sends (collectors/kraft/wire.py). Pure, and the
+standard library only.
 
 Big-endian integers; non-flexible versions have int16-length strings and int32-length bytes and
 arrays (-1 = null); flexible versions (KIP-482) have unsigned-varint "compact" lengths (length + 1,
@@ -16,6 +17,7 @@ field's name is a plain argument, made into a message only when the read fails.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Mapping, TypeVar
 
@@ -361,3 +363,60 @@ def tagged(tags: Mapping[int, Reader], tag: int, read: Callable[[Reader], T], de
     if whole:
         reader.end()
     return value
+
+
+_INT8 = struct.Struct(">b")
+
+
+@dataclass
+class Writer:
+    """A request's bytes, written in the order of its schema's fields."""
+    parts: list[bytes] = field(default_factory=list)
+
+    def raw(self, b: bytes) -> "Writer":
+        self.parts.append(b)
+        return self
+
+    def int8(self, v: int) -> "Writer":
+        return self.raw(_INT8.pack(v))
+
+    def int16(self, v: int) -> "Writer":
+        return self.raw(_INT16.pack(v))
+
+    def int32(self, v: int) -> "Writer":
+        return self.raw(_INT32.pack(v))
+
+    def int64(self, v: int) -> "Writer":
+        return self.raw(_INT64.pack(v))
+
+    def uvarint(self, v: int) -> "Writer":
+        out = bytearray()
+        while v >= 0x80:
+            out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        out.append(v)
+        return self.raw(bytes(out))
+
+    def string(self, s: str | None) -> "Writer":   # non-flexible, nullable
+        if s is None:
+            return self.int16(-1)
+        b = s.encode()
+        return self.int16(len(b)).raw(b)
+
+    def compact_string(self, s: str | None) -> "Writer":
+        if s is None:
+            return self.uvarint(0)
+        b = s.encode()
+        return self.uvarint(len(b) + 1).raw(b)
+
+    def compact_bytes(self, b: bytes) -> "Writer":
+        return self.uvarint(len(b) + 1).raw(b)
+
+    def count(self, n: int) -> "Writer":            # a compact array's length
+        return self.uvarint(n + 1)
+
+    def no_tags(self) -> "Writer":
+        return self.uvarint(0)
+
+    def bytes(self) -> bytes:
+        return b"".join(self.parts)

@@ -2,17 +2,16 @@
 
 Written from Kafka's message schemas (clients/src/main/resources/common/message/*.json): Fetch v17,
 FetchSnapshot v1 and DescribeQuorum v2 to the controller listener, Metadata v12 to a broker, ApiVersions,
-and SaslHandshake /SaslAuthenticate for secured listeners. The requests are written here (:class:`Writer`);
-the responses are read with :class:`collectors.kafka_encoding.Reader`, flexible but for SaslHandshake v1,
+and SaslHandshake /SaslAuthenticate for secured listeners. The requests are written with
+:class:`collectors.kafka_encoding.Writer` and the responses read with its Reader, flexible but for SaslHandshake v1,
 which skips the tagged fields it is not asked for, so a newer Kafka's additions are ignored, not misread.
 """
 from __future__ import annotations
 
-import struct
 import uuid
 from dataclasses import dataclass, field
 
-from collectors.kafka_encoding import Reader, tagged
+from collectors.kafka_encoding import Reader, Writer, tagged
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID("00000000-0000-0000-0000-000000000001").bytes   # fixed by KRaft
@@ -48,63 +47,6 @@ def error_name(code: int) -> str:
     return ERROR_NAMES.get(code, f"error {code}")
 
 
-_I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
-
-
-@dataclass
-class Writer:
-    """A request's bytes, written in the order of its schema's fields."""
-    parts: list[bytes] = field(default_factory=list)
-
-    def raw(self, b: bytes) -> "Writer":
-        self.parts.append(b)
-        return self
-
-    def int8(self, v: int) -> "Writer":
-        return self.raw(_I8.pack(v))
-
-    def int16(self, v: int) -> "Writer":
-        return self.raw(_I16.pack(v))
-
-    def int32(self, v: int) -> "Writer":
-        return self.raw(_I32.pack(v))
-
-    def int64(self, v: int) -> "Writer":
-        return self.raw(_I64.pack(v))
-
-    def uvarint(self, v: int) -> "Writer":
-        out = bytearray()
-        while v >= 0x80:
-            out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        out.append(v)
-        return self.raw(bytes(out))
-
-    def string(self, s: str | None) -> "Writer":   # non-flexible, nullable
-        if s is None:
-            return self.int16(-1)
-        b = s.encode()
-        return self.int16(len(b)).raw(b)
-
-    def compact_string(self, s: str | None) -> "Writer":
-        if s is None:
-            return self.uvarint(0)
-        b = s.encode()
-        return self.uvarint(len(b) + 1).raw(b)
-
-    def compact_bytes(self, b: bytes) -> "Writer":
-        return self.uvarint(len(b) + 1).raw(b)
-
-    def count(self, n: int) -> "Writer":            # a compact array's length
-        return self.uvarint(n + 1)
-
-    def no_tags(self) -> "Writer":
-        return self.uvarint(0)
-
-    def bytes(self) -> bytes:
-        return b"".join(self.parts)
-
-
 # ---------------------------------------------------------------- framing
 
 def request(api_key: int, version: int, correlation_id: int, client_id: str, body: bytes,
@@ -114,7 +56,7 @@ def request(api_key: int, version: int, correlation_id: int, client_id: str, bod
     if flexible:
         header.no_tags()
     payload = header.bytes() + body
-    return _I32.pack(len(payload)) + payload
+    return Writer().int32(len(payload)).bytes() + payload
 
 
 def response_body(payload: bytes, correlation_id: int, flexible_header: bool, flexible: bool = True,
