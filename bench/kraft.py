@@ -6,8 +6,9 @@ of every event and its key); the network is not measured.
 
 - **log**: the metadata log of a :class:`bench.synthetic.Shape` cluster, from offset 0, as a
   ``KraftCollector`` reads it on start when the log was never cleaned: ``_begin_resync`` (no snapshot),
-  then ``_apply`` of each fetch (the collector's 8 MiB ``max_bytes``, cut at batch boundaries): batches(),
-  decode(), MetadataImage.apply(), take_events() per fetch, every event encoded, then the end marker.
+  then ``_apply`` of each fetch (the collector's 8 MiB ``max_bytes``, cut at batch boundaries):
+  batches(), decode_metadata_record(), MetadataImage.replay() per fetch, every event encoded, then the
+  end marker.
 - **snapshot**: the same batches served as the quorum's snapshot (a fake controller connection answers
   FetchSnapshot from memory; a snapshot Kafka writes holds the image instead, one record per entity:
   fewer records, no PartitionChangeRecords): ``_begin_resync`` with the snapshot (a new image, silent fold, snapshot_events(),

@@ -14,7 +14,7 @@ from typing import Iterator
 
 from collectors.kafka_encoding import MalformedRecord
 from collectors.kraft.image import MetadataImage, Replayed
-from collectors.kraft.records import MetadataRecord, batches, decode, leader_change
+from collectors.kraft.records import MetadataRecord, batches, decode_metadata_record, leader_change
 from collectors.resync import Resync
 from kmon.events import ControllerState, Event, LogMeta
 
@@ -121,7 +121,7 @@ class MetadataLoader:
     @staticmethod
     def _decode(value: bytes, at: LogMeta, out: Loaded) -> MetadataRecord | None:
         try:
-            return decode(value)
+            return decode_metadata_record(value)
         except MalformedRecord as e:
             out.malformed.append(("record", f"metadata record at offset {at.offset}: {e}"))
             return None

@@ -241,7 +241,7 @@ def _ids(r: Reader, field: str) -> tuple[int, ...]:
 
 def _nullable_ids(r: Reader, field: str) -> tuple[int, ...] | None:
     """An array of broker ids, in one unpack: read item by item, the arrays weighed on a PartitionRecord's
-    decode (bench/NOTES.md, the KRaft collector)."""
+    decode_metadata_record (bench/NOTES.md, the KRaft collector)."""
     ids = r.nullable_int32s(field)
     if ids and min(ids) < 0:
         raise r.fail(f"broker id {min(ids)} in {field} is below 0")
@@ -438,7 +438,7 @@ DECODED: dict[int, tuple[int, Callable[[Reader, int], MetadataRecord], str]] = {
 SKIPPED = frozenset({10, 11, 14, 15, 18, 19, 20, 21, 22, 26, 27})
 
 
-def decode(value: bytes) -> MetadataRecord:
+def decode_metadata_record(value: bytes) -> MetadataRecord:
     """One metadata record; None for a record kmon skips. Raises MalformedRecord."""
     r = Reader(value, "metadata record", flexible=True)
     frame = r.uvarint("frame version")

@@ -1,6 +1,6 @@
 """KRaft metadata records, record batches, the image they are replayed into, and the controller's responses.
 
-* ``record``: records.decode on one metadata record of every type and version: a record, None
+* ``record``: records.decode_metadata_record on one metadata record of every type and version: a record, None
   (skipped), Unknown, or MalformedRecord, nothing else.
 * ``log``: a fetch's record batches (control batches with LeaderChange, gzip, transactions among
   them) handed to the KRaft collector's loader (``MetadataLoader.load``): it never raises, and
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collectors.kafka_encoding import MalformedRecord, Reader
 from collectors.kraft import wire
 from collectors.kraft.loader import MetadataLoader
-from collectors.kraft.records import decode
+from collectors.kraft.records import decode_metadata_record
 from kmon.codec import decode as decode_event
 from kmon.codec import encode
 from tests.fuzz.cases import Case
@@ -46,7 +46,7 @@ def _records() -> list[bytes]:
 def check_record(case: Case) -> None:
     for (value,) in case:
         try:
-            decode(value or b"")
+            decode_metadata_record(value or b"")
         except MalformedRecord:
             pass
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from collectors.kraft.image import MetadataImage
-from collectors.kraft.records import decode
+from collectors.kraft.records import decode_metadata_record
 from collectors.resync import Resync
 from kmon.events import (BrokerState, ControllerState, Endpoint, Event, LogMeta, PartitionState, SnapshotMarker,
                          TopicState)
@@ -42,7 +42,7 @@ class Fed:
 
     def feed(self, start: int, *values: bytes, epoch: int = EPOCH) -> None:
         """The records at offsets start, start + 1, ..., replayed as one fetch's."""
-        self._replay([(decode(value), at(start + i, epoch)) for i, value in enumerate(values)])
+        self._replay([(decode_metadata_record(value), at(start + i, epoch)) for i, value in enumerate(values)])
 
     def leader_change(self, leader_id: int, where: LogMeta) -> None:
         self._replay([(ControllerState(leader_id, where.epoch), where)])

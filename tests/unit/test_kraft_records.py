@@ -8,7 +8,7 @@ from collectors.kraft.records import (NO_LEADER_CHANGE, AbortTransactionRecord, 
                                       BrokerEndpoint, BrokerRegistrationChangeRecord, ClearElrRecord, ConfigRecord,
                                       EndTransactionRecord, FeatureLevelRecord, PartitionChangeRecord, PartitionRecord,
                                       RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, Unknown,
-                                      UnregisterBrokerRecord, batches, decode, leader_change)
+                                      UnregisterBrokerRecord, batches, decode_metadata_record, leader_change)
 from tests.unit import kraft_builders as b
 
 INC = "6f1e0a3c-5b7d-4e2f-9a8b-0c1d2e3f4a5b"
@@ -26,7 +26,7 @@ def test_register_broker_every_version(version):
     value = b.register_broker(version, 3, INC, 77, ENDPOINTS, FEATURES, rack="rack-a", fenced=True,
                               in_controlled_shutdown=True, migrating=True, log_dirs=[DIR1, DIR2],
                               extra_tags={1: b.compact_uuids([DIR2])} if version >= 4 else None)
-    r = decode(value)
+    r = decode_metadata_record(value)
     assert r == RegisterBrokerRecord(
         broker_id=3, incarnation_id=INC, broker_epoch=77,
         endpoints=(BrokerEndpoint("PLAINTEXT", "b1.example", 9092, 0),
@@ -38,61 +38,61 @@ def test_register_broker_every_version(version):
 
 def test_register_broker_v2_migrating_flag_does_not_shift_the_fields():
     # IsMigratingZkBroker sits between BrokerId and IncarnationId from v2 on
-    r = decode(b.register_broker(2, 9, INC, 1234, [("CONTROLLER", "h", 1, 0)], {}, rack=None, fenced=False,
-                                 migrating=False))
+    r = decode_metadata_record(b.register_broker(2, 9, INC, 1234, [("CONTROLLER", "h", 1, 0)], {}, rack=None,
+                                                 fenced=False, migrating=False))
     assert (r.broker_id, r.incarnation_id, r.broker_epoch, r.rack, r.fenced) == (9, INC, 1234, None, False)
     assert r.endpoints == (BrokerEndpoint("CONTROLLER", "h", 1, 0),)
     assert r.features == {}
 
 
 def test_register_broker_ports_are_unsigned():
-    r = decode(b.register_broker(0, 1, INC, 5, [("EXTERNAL", "h", 50000, 2)]))
+    r = decode_metadata_record(b.register_broker(0, 1, INC, 5, [("EXTERNAL", "h", 50000, 2)]))
     assert r.endpoints == (BrokerEndpoint("EXTERNAL", "h", 50000, 2),)
 
 
 def test_register_broker_v1_unfenced_not_in_shutdown():
-    r = decode(b.register_broker(1, 1, INC, 5, [], {}, fenced=False, in_controlled_shutdown=False))
+    r = decode_metadata_record(b.register_broker(1, 1, INC, 5, [], {}, fenced=False, in_controlled_shutdown=False))
     assert (r.fenced, r.in_controlled_shutdown, r.endpoints) == (False, False, ())
 
 
 def test_register_broker_too_new_version_is_unknown():
-    assert decode(b.register_broker(4, 1, INC, 5)[:2] + b.uvarint(5) + b"whatever") == Unknown(0, 5)
+    assert decode_metadata_record(b.register_broker(4, 1, INC, 5)[:2] + b.uvarint(5) + b"whatever") == Unknown(0, 5)
 
 
 def test_unregister_broker():
-    assert decode(b.unregister_broker(4, 99)) == UnregisterBrokerRecord(4, 99)
+    assert decode_metadata_record(b.unregister_broker(4, 99)) == UnregisterBrokerRecord(4, 99)
 
 
 # ---------------------------------------------------------------- BrokerRegistrationChange (17), Fence, Unfence
 
 @pytest.mark.parametrize("fenced,expected", [(1, True), (-1, False), (0, None), (None, None)])
 def test_broker_registration_change_fenced(fenced, expected):
-    r = decode(b.broker_change(2, 40, fenced=fenced))
+    r = decode_metadata_record(b.broker_change(2, 40, fenced=fenced))
     assert r == BrokerRegistrationChangeRecord(2, 40, expected, None)
 
 
 @pytest.mark.parametrize("shutdown,expected", [(1, True), (0, None), (None, None)])
 def test_broker_registration_change_in_controlled_shutdown(shutdown, expected):
-    r = decode(b.broker_change(2, 40, shutdown=shutdown))
+    r = decode_metadata_record(b.broker_change(2, 40, shutdown=shutdown))
     assert r == BrokerRegistrationChangeRecord(2, 40, None, expected)
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_broker_registration_change_versions_with_log_dirs(version):
-    r = decode(b.broker_change(5, 6, fenced=-1, shutdown=1, version=version, log_dirs=[DIR1]))
+    r = decode_metadata_record(b.broker_change(5, 6, fenced=-1, shutdown=1, version=version, log_dirs=[DIR1]))
     assert r == BrokerRegistrationChangeRecord(5, 6, False, True)
-    assert decode(b.broker_change(5, 6, version=4)) == Unknown(17, 4)
+    assert decode_metadata_record(b.broker_change(5, 6, version=4)) == Unknown(17, 4)
 
 
 def test_fence_and_unfence():
-    assert decode(b.fence_broker(7, 70)) == BrokerRegistrationChangeRecord(7, 70, True, None)
-    assert decode(b.unfence_broker(7, 70)) == BrokerRegistrationChangeRecord(7, 70, False, None)
+    assert decode_metadata_record(b.fence_broker(7, 70)) == BrokerRegistrationChangeRecord(7, 70, True, None)
+    assert decode_metadata_record(b.unfence_broker(7, 70)) == BrokerRegistrationChangeRecord(7, 70, False, None)
 
 
 # ---------------------------------------------------------------- Partition (3), v0..v2
 
 def test_partition_v0():
-    r = decode(b.partition(TID, 4, [1, 2, 3], [1, 2], leader=1, leader_epoch=5, partition_epoch=9,
+    r = decode_metadata_record(b.partition(TID, 4, [1, 2, 3], [1, 2], leader=1, leader_epoch=5, partition_epoch=9,
                            removing=[3], adding=[4], version=0))
     assert r == PartitionRecord(topic_id=TID, partition=4, replicas=(1, 2, 3), isr=(1, 2), removing=(3,), adding=(4,),
                           leader=1, leader_epoch=5, partition_epoch=9, leader_recovery_state=0, elr=None,
@@ -100,38 +100,39 @@ def test_partition_v0():
 
 
 def test_partition_leader_recovery_state_is_tag_0():
-    r = decode(b.partition(TID, 0, [1], [1], leader=-1, recovery=1))
+    r = decode_metadata_record(b.partition(TID, 0, [1], [1], leader=-1, recovery=1))
     assert r.leader_recovery_state == 1
     assert r.leader == -1
 
 
 def test_partition_v1_directories_are_read_past():
-    r = decode(b.partition(TID, 1, [1, 2], [2], leader=2, leader_epoch=3, partition_epoch=4, version=1,
+    r = decode_metadata_record(b.partition(TID, 1, [1, 2], [2], leader=2, leader_epoch=3, partition_epoch=4, version=1,
                            directories=[DIR1, DIR2]))
     assert (r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch) == ((1, 2), (2,), 2, 3, 4)
     assert r.elr is None and r.last_known_elr is None
 
 
 def test_partition_v2_elr_and_last_known_elr_tags():
-    r = decode(b.partition(TID, 0, [1, 2, 3], [1], leader=1, version=2, directories=[DIR1, DIR2, DIR1],
+    r = decode_metadata_record(b.partition(TID, 0, [1, 2, 3], [1], leader=1, version=2, directories=[DIR1, DIR2, DIR1],
                            recovery=0, elr=[2], last_known_elr=[3]))
     assert (r.elr, r.last_known_elr, r.leader_recovery_state) == ((2,), (3,), 0)
-    r = decode(b.partition(TID, 0, [1, 2, 3], [1], leader=1, version=2, elr=[]))
+    r = decode_metadata_record(b.partition(TID, 0, [1, 2, 3], [1], leader=1, version=2, elr=[]))
     assert (r.elr, r.last_known_elr) == ((), None)
-    r = decode(b.partition(TID, 0, [1], [1], leader=1, version=2))
+    r = decode_metadata_record(b.partition(TID, 0, [1], [1], leader=1, version=2))
     assert (r.elr, r.last_known_elr) == (None, None)
-    r = decode(b.partition(TID, 0, [1], [1], leader=1, version=2, elr=None, last_known_elr=[]))  # tagged null
+    # tagged null
+    r = decode_metadata_record(b.partition(TID, 0, [1], [1], leader=1, version=2, elr=None, last_known_elr=[]))
     assert (r.elr, r.last_known_elr) == (None, ())
 
 
 def test_partition_v3_is_unknown():
-    assert decode(b.partition(TID, 0, [1], [1], leader=1, version=3)) == Unknown(3, 3)
+    assert decode_metadata_record(b.partition(TID, 0, [1], [1], leader=1, version=3)) == Unknown(3, 3)
 
 
 # ---------------------------------------------------------------- PartitionChange (5)
 
 def test_partition_change_without_tags_changes_nothing():
-    r = decode(b.partition_change(TID, 2))
+    r = decode_metadata_record(b.partition_change(TID, 2))
     assert r == PartitionChangeRecord(topic_id=TID, partition=2, isr=None, leader=NO_LEADER_CHANGE, replicas=None,
                                 removing=None, adding=None, leader_recovery_state=None, elr=None,
                                 last_known_elr=None)
@@ -153,7 +154,7 @@ def test_partition_change_without_tags_changes_nothing():
     ("last_known_elr", dict(last_known_elr=[3], version=2), (3,)),
 ])
 def test_partition_change_each_tag(field, kwargs, expected):
-    r = decode(b.partition_change(TID, 1, **kwargs))
+    r = decode_metadata_record(b.partition_change(TID, 1, **kwargs))
     assert getattr(r, field) == expected
     untouched = {"isr": None, "leader": NO_LEADER_CHANGE, "replicas": None, "removing": None, "adding": None,
                  "leader_recovery_state": None, "elr": None, "last_known_elr": None}
@@ -162,74 +163,76 @@ def test_partition_change_each_tag(field, kwargs, expected):
 
 
 def test_partition_change_every_tag_with_directories():
-    r = decode(b.partition_change(TID, 7, isr=[1], leader=1, replicas=[1, 2], removing=[2], adding=[], recovery=0,
-                                  elr=[2], last_known_elr=[], directories=[DIR1, DIR2], version=2))
+    r = decode_metadata_record(b.partition_change(TID, 7, isr=[1], leader=1, replicas=[1, 2], removing=[2], adding=[],
+                                                  recovery=0, elr=[2], last_known_elr=[], directories=[DIR1, DIR2],
+                                                  version=2))
     assert r == PartitionChangeRecord(TID, 7, (1,), 1, (1, 2), (2,), (), 0, (2,), ())
-    assert decode(b.partition_change(TID, 7, version=3)) == Unknown(5, 3)
+    assert decode_metadata_record(b.partition_change(TID, 7, version=3)) == Unknown(5, 3)
 
 
 # ---------------------------------------------------------------- the others
 
 def test_topic_and_remove_topic():
-    assert decode(b.topic("orders", TID)) == TopicRecord("orders", TID)
-    assert decode(b.remove_topic(TID)) == RemoveTopicRecord(TID)
+    assert decode_metadata_record(b.topic("orders", TID)) == TopicRecord("orders", TID)
+    assert decode_metadata_record(b.remove_topic(TID)) == RemoveTopicRecord(TID)
 
 
 def test_config_set_and_removed():
-    assert decode(b.config(2, "orders", "retention.ms", "1000")) == ConfigRecord(2, "orders", "retention.ms", "1000")
-    assert decode(b.config(2, "orders", "retention.ms", None)) == ConfigRecord(2, "orders", "retention.ms", None)
-    assert decode(b.config(4, "1", "log.cleaner.threads", "2")).resource_type == 4
+    for value in ("1000", None):
+        assert decode_metadata_record(b.config(2, "orders", "retention.ms", value)) == ConfigRecord(
+            2, "orders", "retention.ms", value)
+    assert decode_metadata_record(b.config(4, "1", "log.cleaner.threads", "2")).resource_type == 4
 
 
 def test_feature_level_and_clear_elr():
-    assert decode(b.feature_level("metadata.version", 27)) == FeatureLevelRecord("metadata.version", 27)
-    assert decode(b.clear_elr("orders")) == ClearElrRecord("orders")
-    assert decode(b.clear_elr("")) == ClearElrRecord("")
+    assert decode_metadata_record(b.feature_level("metadata.version", 27)) == FeatureLevelRecord("metadata.version", 27)
+    assert decode_metadata_record(b.clear_elr("orders")) == ClearElrRecord("orders")
+    assert decode_metadata_record(b.clear_elr("")) == ClearElrRecord("")
 
 
 def test_transactions():
-    assert decode(b.begin_transaction("create topics")) == BeginTransactionRecord("create topics")
-    assert decode(b.begin_transaction()) == BeginTransactionRecord(None)
-    assert decode(b.end_transaction()) == EndTransactionRecord()
-    assert decode(b.abort_transaction("timeout")) == AbortTransactionRecord("timeout")
-    assert decode(b.abort_transaction()) == AbortTransactionRecord(None)
+    assert decode_metadata_record(b.begin_transaction("create topics")) == BeginTransactionRecord("create topics")
+    assert decode_metadata_record(b.begin_transaction()) == BeginTransactionRecord(None)
+    assert decode_metadata_record(b.end_transaction()) == EndTransactionRecord()
+    assert decode_metadata_record(b.abort_transaction("timeout")) == AbortTransactionRecord("timeout")
+    assert decode_metadata_record(b.abort_transaction()) == AbortTransactionRecord(None)
 
 
 def test_unknown_api_key_and_too_new_versions():
-    assert decode(b.framed(99, 0, b"\x01\x02")) == Unknown(99, 0)
-    assert decode(b.framed(6, 0, b"")) == Unknown(6, 0)          # a key no schema uses
-    assert decode(b.framed(2, 1, b"")) == Unknown(2, 1)          # TopicRecord v1
-    assert decode(b.framed(28, 1, b"")) == Unknown(28, 1)
+    assert decode_metadata_record(b.framed(99, 0, b"\x01\x02")) == Unknown(99, 0)
+    assert decode_metadata_record(b.framed(6, 0, b"")) == Unknown(6, 0)          # a key no schema uses
+    assert decode_metadata_record(b.framed(2, 1, b"")) == Unknown(2, 1)          # TopicRecord v1
+    assert decode_metadata_record(b.framed(28, 1, b"")) == Unknown(28, 1)
 
 
 @pytest.mark.parametrize("api_key", sorted(rec.SKIPPED))
 def test_skipped_types_give_none_whatever_their_body(api_key):
-    assert decode(b.framed(api_key, 0, b"\xff\xff")) is None
-    assert decode(b.framed(api_key, 9, b"")) is None
+    assert decode_metadata_record(b.framed(api_key, 0, b"\xff\xff")) is None
+    assert decode_metadata_record(b.framed(api_key, 9, b"")) is None
 
 
 def test_no_op_is_skipped():
-    assert decode(b.no_op()) is None
+    assert decode_metadata_record(b.no_op()) is None
 
 
 def test_an_unknown_frame_version_is_malformed():
     with pytest.raises(MalformedRecord, match="^metadata record: frame version 0, not 1$"):
-        decode(b.framed(2, 0, b"", frame_version=0))
+        decode_metadata_record(b.framed(2, 0, b"", frame_version=0))
     with pytest.raises(MalformedRecord, match="^metadata record: truncated at byte 0 reading frame version$"):
-        decode(b.topic("t", TID)[:0])
+        decode_metadata_record(b.topic("t", TID)[:0])
 
 
 def test_a_malformed_record_names_its_type_its_field_and_the_byte():
     value = b.partition(TID, 0, [1, 2], [1], leader=1)
     head = len(b.framed(3, 0, b""))                  # frame, api key, version; then the partition id
     with pytest.raises(MalformedRecord, match=f"^PartitionRecord: truncated at byte {head + 4} reading topic_id$"):
-        decode(value[:head + 10])
+        decode_metadata_record(value[:head + 10])
     with pytest.raises(MalformedRecord, match="^PartitionRecord: broker id -2 in replicas is below 0$"):
-        decode(b.partition(TID, 0, [1, -2], [1], leader=1))
+        decode_metadata_record(b.partition(TID, 0, [1, -2], [1], leader=1))
     isr_of_two_with_one = b.uvarint(3) + b.i32(1)    # tag 0, the ISR: says two ids, has one
     change = b.framed(5, 0, b.i32(0) + b.uuid_bytes(TID) + b.tags({0: isr_of_two_with_one}))
     with pytest.raises(MalformedRecord, match="^PartitionChangeRecord record tag 0: truncated at byte 31 reading isr$"):
-        decode(change)
+        decode_metadata_record(change)
 
 
 @pytest.mark.parametrize("value", [
@@ -241,10 +244,10 @@ def test_a_malformed_record_names_its_type_its_field_and_the_byte():
     b.unregister_broker(1, 2), b.remove_topic(TID), b.fence_broker(1, 2), b.begin_transaction("n"),
 ], ids=lambda v: f"key{v[1]}")
 def test_every_truncation_of_a_record_is_malformed(value):
-    assert decode(value) is not None
+    assert decode_metadata_record(value) is not None
     for cut in range(len(value)):
         with pytest.raises(MalformedRecord):
-            decode(value[:cut])
+            decode_metadata_record(value[:cut])
 
 
 # Values outside the ranges Kafka writes, which no event can carry (found by tests/fuzz/kraft.py):
@@ -274,7 +277,7 @@ OUT_OF_RANGE = {
 @pytest.mark.parametrize("value", OUT_OF_RANGE.values(), ids=OUT_OF_RANGE.keys())
 def test_a_value_out_of_kafkas_range_is_malformed(value):
     with pytest.raises(MalformedRecord, match="below|not 0 or 1"):
-        decode(value)
+        decode_metadata_record(value)
 
 
 def test_a_leader_change_to_a_leader_below_minus_1_is_malformed():
@@ -301,7 +304,7 @@ def test_a_corrupt_array_length_is_malformed():
     head = len(b.framed(3, 0, b"")) + 4 + 16         # frame, partition id, topic id
     bad = good[:head] + b.uvarint(10_000) + good[head + 1:]
     with pytest.raises(MalformedRecord):
-        decode(bad)
+        decode_metadata_record(bad)
 
 
 # ---------------------------------------------------------------- batches

@@ -48,7 +48,7 @@ from collectors.groups.codec.record_specs import (
     SubRecord,
     SubRecordTombstone,
     UnknownRecord,
-    decode,
+    decode_by_spec,
 )
 from collectors.groups.codec.share_records import (
     SHARE_SPECS,
@@ -144,4 +144,4 @@ _SPECS: dict[int, RecordSpec] = {**CLASSIC_SPECS, **CONSUMER_SPECS, **SHARE_SPEC
 
 def decode_record(key: bytes | None, value: bytes | None) -> Record:
     """Decode one ``__consumer_offsets`` record; ``value=None`` is a tombstone."""
-    return decode(_SPECS, key, value)
+    return decode_by_spec(_SPECS, key, value)

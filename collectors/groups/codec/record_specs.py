@@ -1,6 +1,6 @@
 """What every coordinator record type shares (``__consumer_offsets``'s and
 ``__share_group_state``'s): its number, the kind of group it belongs to, its tombstones, how
-its key and value are read, and :func:`decode`, which reads any of them by a table of specs.
+its key and value are read, and :func:`decode_by_spec`, which reads any of them by a table of specs.
 
 The key starts with an int16 record type (Kafka's ``CoordinatorRecordType``, once called the
 key "version"), then the key's fields; the value starts with an int16 version. One value
@@ -130,7 +130,7 @@ class RecordSpec(Generic[R]):
         raise first_error
 
 
-def decode(specs: Mapping[int, RecordSpec], key: bytes | None, value: bytes | None) -> object:
+def decode_by_spec(specs: Mapping[int, RecordSpec], key: bytes | None, value: bytes | None) -> object:
     """One record by its type's spec; ``value=None`` is a tombstone. A type not in ``specs``,
     or a value version past its spec's, is an :class:`UnknownRecord`."""
     if key is None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from collectors.groups.codec.record_specs import Key, Layout, RecordSpec, UnknownRecord, decode
+from collectors.groups.codec.record_specs import Key, Layout, RecordSpec, UnknownRecord, decode_by_spec
 from collectors.kafka_encoding import Reader, tagged
 
 __all__ = [
@@ -101,7 +101,7 @@ ShareStateRecord = ShareSnapshot | ShareUpdate | ShareStateTombstone | UnknownRe
 
 def decode_share_state(key: bytes | None, value: bytes | None) -> ShareStateRecord:
     """Decode one ``__share_group_state`` record; ``value=None`` is a tombstone."""
-    return decode(_SPECS, key, value)
+    return decode_by_spec(_SPECS, key, value)
 
 
 def _key(reader: Reader) -> Key:
