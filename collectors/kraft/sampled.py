@@ -81,16 +81,15 @@ class Samples:
         self.first = True
 
     def take(self, states: dict[str, tuple[str, Any]], now_ms: int) -> tuple[list[Event], dict[str, int]]:
+        skipped = {MISSED_ELECTIONS: 0, MISSED_CONTROLLER_CHANGES: 0}
         if self.first:   # the first sample is sent whole, as every collector's start is
             self.first = False
             self.last = dict(states)
             resync = Resync(f"kraft-sampled-{now_ms}", "start", now_ms)
             body = resync.body(states, entity_order,
                                lambda e: self._event(e, *states[e], now_ms, resync.snapshot_id))
-            return ([resync.begin(self._marker), *body, resync.end(self._marker, len(states), now_ms)],
-                    {MISSED_ELECTIONS: 0, MISSED_CONTROLLER_CHANGES: 0})
+            return [resync.begin(self._marker), *body, resync.end(self._marker, len(states), now_ms)], skipped
         events: list[Event] = []
-        skipped = {MISSED_ELECTIONS: 0, MISSED_CONTROLLER_CHANGES: 0}
         for entity, (kind, state) in states.items():
             before = self.last.get(entity)
             if before is not None and before[1] == state:
