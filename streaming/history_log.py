@@ -173,8 +173,8 @@ def read(file: HistoryFile) -> Iterator[Transition]:
     """The rows of one file; raises ValueError naming it (one line) when it is not a history file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    try:
-        table = pq.read_table(file.path)
+    try:   # not pq.read_table: it imports pyarrow.dataset, and pandas with it, at each `kmon history`
+        table = pq.ParquetFile(file.path).read()
     except (OSError, pa.ArrowException) as e:
         raise ValueError(f"{file.path}: not a readable Parquet file ({' '.join(str(e).split())})") from None
     problem = _not_history(table)

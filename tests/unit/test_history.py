@@ -554,6 +554,18 @@ def test_kmon_history_loads_neither_the_spark_app_nor_py4j() -> None:
     assert loaded.stdout.strip() == "[]"
 
 
+def test_kmon_history_reads_its_files_without_pandas(tmp_path: Path) -> None:
+    """pyarrow's dataset API imports pandas, seconds of CPU at each `kmon history`: the files are read one by one."""
+    HistoryLog(tmp_path, "w1", 7).append(0, [table([Transition(time_ms=T0, cluster="c1", kind="topic_created",
+                                                               entity="topic:t", topic="t")])])
+    loaded = subprocess.run([sys.executable, "-c", "import sys; from streaming.history_log import files, read; "
+                             f"from pathlib import Path; "
+                             f"rows = [r for f in files(Path({str(tmp_path)!r})) for r in read(f)]; "
+                             "print(len(rows), 'pandas' in sys.modules)"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert loaded.stdout.split() == ["1", "False"], loaded.stdout + loaded.stderr
+
+
 def test_a_kraft_row_is_timed_by_the_controllers_append_not_by_when_a_collector_read_it() -> None:
     # a collector restarted reads a minute later what happened while it was away
     old, new = PartitionState("t", 0, 1, 0, (1, 2), 1), PartitionState("t", 0, 1, 0, (1,), 1)
