@@ -80,6 +80,39 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return IntegrationGroups(config, log)
 
 
+class GroupTimes:
+    """Seconds spent per integration group (setup, call and teardown) and per xdist worker, printed at the
+    end of a run: which group is the long pole, and whether the two workers ended together."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, list] = {}      # group -> [workers, tests, seconds]
+        self.workers: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        worker = getattr(getattr(report, "node", None), "gateway", None)
+        worker_id = worker.id if worker is not None else "main"
+        self.workers[worker_id] = self.workers.get(worker_id, 0.0) + report.duration
+        group = integration_group(report.nodeid) or "unit and fuzz tests"
+        entry = self.groups.setdefault(group, [set(), 0, 0.0])
+        entry[0].add(worker_id)
+        entry[1] += report.when == "call"
+        entry[2] += report.duration
+
+    def pytest_terminal_summary(self, terminalreporter: object) -> None:
+        if not self.groups:
+            return
+        write = terminalreporter.write_line  # type: ignore[attr-defined]
+        terminalreporter.section("time by integration group")  # type: ignore[attr-defined]
+        for group, (workers, tests, seconds) in sorted(self.groups.items(), key=lambda g: -g[1][2]):
+            write(f"{seconds:8.1f}s {tests:5d} tests  {','.join(sorted(workers)):8s} {group}")
+        write("  ".join(f"{w}: {s:.0f}s" for w, s in sorted(self.workers.items())))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        session.config.pluginmanager.register(GroupTimes(), "kmon-group-times")
+
+
 def integration_group(nodeid: str) -> str | None:
     """``tests/integration/kraft`` for the kraft/ package's tests, the module's path for another
     integration test, None for the rest."""
