@@ -125,16 +125,20 @@ class Reachability:
         with self._lock:
             return self._line(self._clock())
 
-    def check(self, startup_timeout: float = 0) -> bool:
+    @property
+    def started(self) -> float:
+        return self._started
+
+    def check(self, startup_timeout: float = 0, since: float | None = None) -> bool:
         """Log the unreachable line when due; False (after logging why) once ``startup_timeout``
-        (0: none) passed since the start without the address ever being reached, or once the
-        address refused kmon (its credentials, or what they may do)."""
+        (0: none) passed since ``since`` (by default, this role's start) without the address ever being
+        reached, or once the address refused kmon (its credentials, or what they may do)."""
         with self._lock:
             now = self._clock()
             if self._refused is not None:
                 gave_up = refused_line(self.role, self.address, self._refused)
                 due = None
-            elif not self._ever_reached and 0 < startup_timeout <= now - self._started:
+            elif not self._ever_reached and 0 < startup_timeout <= now - (self._started if since is None else since):
                 gave_up = gave_up_line(self.role, self.address, startup_timeout, self._error)
                 due = None
             else:
@@ -163,9 +167,13 @@ class Reachability:
 def watch(stop: threading.Event, reaches: Sequence[Reachability], startup_timeout: float = 0, *,
           until: Callable[[], bool] = lambda: False, every: float = 0.5) -> bool:
     """Check ``reaches`` until ``stop`` is set or ``until()`` holds; False as soon as one gave up
-    (its line is the only one: the others are not checked any more)."""
+    (its line is the only one: the others are not checked any more). The startup timeout counts from
+    the first one's start, the command's, for them all: where several were never reached, the line
+    names the first of ``reaches`` (a collector's monitored cluster before its events cluster), not
+    whichever was made a moment earlier."""
+    since = min((r.started for r in reaches), default=None)
     while not until():
-        if not all(r.check(startup_timeout) for r in reaches):
+        if not all(r.check(startup_timeout, since) for r in reaches):
             return False
         if stop.wait(every):
             break

@@ -166,6 +166,19 @@ def test_watch_gives_up_on_the_first_overdue_role_only(clock: Clock, lines: Line
                                        "of 3 s (no answer); exiting")]
 
 
+def test_the_startup_timeout_counts_from_the_commands_start_and_names_the_first_role(clock: Clock,
+                                                                                   lines: Lines) -> None:
+    """A collector's publisher was made a second before its collector (CI under load, 2026-11-30): at the
+    startup timeout, both never reached, the line names the monitored cluster, the first one watched."""
+    events = reach(clock)
+    clock.now += 1
+    zk = reach(clock, MONITORED_ZOOKEEPER, "z:2181")
+    clock.now += 2.5   # 3.5 s after the events' start, 2.5 s after the collector's
+    assert not watch(threading.Event(), [zk, events], 3, every=0)
+    assert lines() == [(logging.ERROR, "cannot reach the monitored ZooKeeper z:2181 within the startup timeout "
+                                       "of 3 s (no answer); exiting")]
+
+
 def test_watch_returns_true_when_stopped_or_done(clock: Clock) -> None:
     stopped = threading.Event()
     stopped.set()
