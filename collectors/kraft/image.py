@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from collectors.kraft.records import (NO_LEADER_CHANGE, TOPIC_RESOURCE, AbortTransactionRecord,
+from collectors.kraft.records import (KRAFT_VERSION, NO_LEADER_CHANGE, TOPIC_RESOURCE, AbortTransactionRecord,
                                       BeginTransactionRecord, BrokerRegistrationChangeRecord, ClearElrRecord,
                                       ConfigRecord, EndTransactionRecord, FeatureLevelRecord, MetadataRecord,
                                       PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord, RemoveTopicRecord,
@@ -53,7 +53,7 @@ class MetadataImage:
     names: dict[str, str] = field(default_factory=dict)                     # topic name -> id
     partitions: dict[tuple[str, int], PartitionState] = field(default_factory=dict)   # (topic id, p)
     configs: dict[str, dict[str, str]] = field(default_factory=dict)        # topic name -> its settings
-    features: dict[str, int] = field(default_factory=dict)
+    features: dict[str, int] = field(default_factory=lambda: {KRAFT_VERSION: 0})   # a static quorum, until told
     controller: ControllerState | None = None
     # entity -> where it last changed
     changed_at: dict[str, LogMeta] = field(default_factory=dict)

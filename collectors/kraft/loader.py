@@ -14,7 +14,8 @@ from typing import Iterator
 
 from collectors.kafka_encoding import MalformedRecord
 from collectors.kraft.image import MetadataImage, Replayed
-from collectors.kraft.records import MetadataRecord, batches, decode_metadata_record, leader_change
+from collectors.kraft.records import (FeatureLevelRecord, MetadataRecord, batches, decode_metadata_record, kraft_version,
+                                      leader_change)
 from collectors.resync import Resync
 from kmon.events import ControllerState, Event, LogMeta
 
@@ -88,7 +89,10 @@ class MetadataLoader:
         for batch in batches(data):
             if batch.malformed:
                 out.malformed.append(("batch", f"{name}: {batch.malformed}"))
-            if batch.control:
+            if batch.control:   # a snapshot's header, footer and, of a dynamic quorum, its kraft.version
+                for _, key, value in batch.values:
+                    if (control := self._control(key, value, at, out)) is not None:
+                        yield control, at
                 continue
             for _, _, value in batch.values:
                 if value is not None and (record := self._decode(value, at, out)) is not None:
@@ -127,14 +131,16 @@ class MetadataLoader:
             return None
 
     @staticmethod
-    def _control(key: bytes | None, value: bytes | None, at: LogMeta, out: Loaded) -> ControllerState | None:
-        """A LeaderChange control record as the controller it names from its epoch on; None for the rest."""
+    def _control(key: bytes | None, value: bytes | None, at: LogMeta,
+                 out: Loaded) -> ControllerState | FeatureLevelRecord | None:
+        """A LeaderChange control record as the controller it names from its epoch on, a KRaftVersion as
+        the feature level it sets; None for the rest."""
         try:
             leader = leader_change(key, value)
+            return ControllerState(leader, at.epoch) if leader is not None else kraft_version(key, value)
         except MalformedRecord as e:
             out.malformed.append(("record", f"control record at offset {at.offset}: {e}"))
             return None
-        return ControllerState(leader, at.epoch) if leader is not None else None
 
     def _caught_up(self, leader: ControllerState | None, now_ms: int, out: Loaded) -> None:
         at = LogMeta(max(self.position.offset - 1, 0), self.position.epoch)

@@ -3,8 +3,8 @@
 A batch (magic 2) holds records whose values are metadata records framed as an unsigned varint
 frame version, the record's api key and its version, then the record in Kafka's flexible encoding
 (metadata/src/main/resources/common/metadata/*.json). Control batches hold the raft layer's own
-records (LeaderChange, snapshot header and footer, voters): a LeaderChange says who leads from its
-offset on. Only the records that carry cluster state are decoded into types; the rest are known
+records (LeaderChange, snapshot header and footer, KRaftVersion, voters): a LeaderChange says who
+leads from its offset on, a KRaftVersion the quorum's kraft.version. Only the records that carry cluster state are decoded into types; the rest are known
 and skipped; an unknown type or a newer version than this decoder knows is an :class:`Unknown`,
 which the collector counts and logs, and never stops on.
 """
@@ -18,6 +18,10 @@ from typing import Callable, Iterator, NamedTuple, TypeVar
 from collectors.kafka_encoding import MalformedRecord, Reader, tagged
 
 CONTROL_LEADER_CHANGE = 2
+CONTROL_KRAFT_VERSION = 5
+# A feature the raft layer keeps in its own control records, not in a FeatureLevelRecord: a static quorum
+# (controller.quorum.voters) writes none and runs at level 0, as Kafka's `kafka-features describe` says
+KRAFT_VERSION = "kraft.version"
 NO_TIMESTAMP = -1
 NO_LEADER = -1
 T = TypeVar("T")
@@ -103,13 +107,27 @@ def _records(body: bytes | memoryview, base: int, magic: int, codec: int,
     return tuple(values)
 
 
+def _control_type(key: bytes | None) -> int | None:
+    """A control record's type (its key: version, type); None for a key too short to say."""
+    return struct.unpack_from(">h", key, 2)[0] if key is not None and len(key) >= 4 else None
+
+
 def leader_change(key: bytes | None, value: bytes | None) -> int | None:
     """The new leader's id, if this control record is a LeaderChange; else None."""
-    if key is None or value is None or len(key) < 4 or struct.unpack_from(">h", key, 2)[0] != CONTROL_LEADER_CHANGE:
+    if value is None or _control_type(key) != CONTROL_LEADER_CHANGE:
         return None
     r = Reader(value, "LeaderChange control record")
     r.int16("version")     # the message's own
     return at_least(NO_LEADER, r.int32("leader_id"), "leader id")
+
+
+def kraft_version(key: bytes | None, value: bytes | None) -> FeatureLevelRecord | None:
+    """The quorum's kraft.version as a feature level, if this control record is a KRaftVersion; else None."""
+    if value is None or _control_type(key) != CONTROL_KRAFT_VERSION:
+        return None
+    r = Reader(value, "KRaftVersion control record")
+    r.int16("version")     # the message's own
+    return FeatureLevelRecord(KRAFT_VERSION, at_least(0, r.int16("kraft_version"), "kraft.version"))
 
 
 # ---------------------------------------------------------------- metadata records

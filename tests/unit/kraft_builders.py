@@ -247,6 +247,11 @@ def leader_change_value(leader_id: int, voters: Sequence[int] = (), granting: Se
     return i16(version) + i32(leader_id) + voters_of(voters) + voters_of(granting) + tags()
 
 
+def kraft_version_value(kraft_version: int, version: int = 0) -> bytes:
+    """KRaftVersionRecord (flexible): Version int16, KRaftVersion int16, tags."""
+    return i16(version) + i16(kraft_version) + tags()
+
+
 # ---------------------------------------------------------------- record batches (magic 2)
 
 def record(offset_delta: int, value: bytes | None, key: bytes | None = None, timestamp_delta: int = 0,

@@ -437,7 +437,7 @@ def test_a_snapshot_is_silent_then_sent_whole_with_deletions(fed):
     assert all(by_entity[k].log == snap_at and by_entity[k].data is None
                for k in ("broker:9", "topic:old", "partition:old:0"))
     assert by_entity["controller"].data == ControllerState(1, 1)
-    assert fed.image.features == {"metadata.version": 27}
+    assert fed.image.features == {"kraft.version": 0, "metadata.version": 27}   # a static quorum: no KRaftVersion
 
     end = fed.image.end_marker(Resync("kraft-1", "reconnect", 500), LogMeta(210, 6), 900)
     assert (end.kind, end.entity, end.op, end.snapshot_id, end.position) == ("snapshot_end", "snapshot:kraft",

@@ -68,6 +68,19 @@ def test_the_quorum_leader_is_the_controller_only_where_the_log_has_not_named_a_
     assert [e.data for e in loaded.events] == [ControllerState(3, 7)]
 
 
+def test_a_dynamic_quorums_kraft_version_is_a_feature_level_in_the_snapshot_and_the_log() -> None:
+    """A static quorum writes no KRaftVersion record and runs at kraft.version 0; a dynamic one's snapshot
+    begins with one, and an upgrade appends another."""
+    loader = MetadataLoader("c")
+    assert loader.image.features == {"kraft.version": 0}
+    control = b.control_key(5)
+    snapshot = b.batch(0, [(control, b.kraft_version_value(1))], control=True) + b.batch(1, orders())
+    loader.begin(Resync("kraft-1", "first", 500), (9, 2, snapshot), 600)
+    assert loader.image.features["kraft.version"] == 1
+    loader.load(b.batch(9, [(control, b.kraft_version_value(2))], epoch=2, control=True), 10, 700, None)
+    assert loader.image.features["kraft.version"] == 2 and loader.position.offset == 10
+
+
 def test_what_cannot_be_read_or_applied_is_reported_and_skipped() -> None:
     loader = MetadataLoader("c")
     log = b.batch(0, [register(1), b.framed(99, 0, b""), b"\x01"]) + b.batch(3, [register(2)], crc=0)

@@ -402,6 +402,16 @@ def test_other_control_records_are_not_leader_changes():
     assert leader_change(b"\x00\x00", b.leader_change_value(1)) is None      # a key too short to say
 
 
+def test_a_kraft_version_control_record_is_the_kraft_version_feature_level():
+    key = b.control_key(rec.CONTROL_KRAFT_VERSION)
+    assert rec.kraft_version(key, b.kraft_version_value(1)) == FeatureLevelRecord("kraft.version", 1)
+    assert rec.kraft_version(b.control_key(rec.CONTROL_LEADER_CHANGE), b.leader_change_value(1)) is None
+    assert rec.kraft_version(key, None) is None and leader_change(key, b.kraft_version_value(1)) is None
+    for bad in (b.kraft_version_value(1)[:3], b.kraft_version_value(-1)):   # cut short; a level below 0
+        with pytest.raises(MalformedRecord):
+            rec.kraft_version(key, bad)
+
+
 def test_a_truncated_leader_change_is_malformed():
     with pytest.raises(MalformedRecord, match="^LeaderChange control record: truncated at byte 2 reading leader_id$"):
         leader_change(b.control_key(2), b.leader_change_value(3)[:4])
