@@ -71,6 +71,10 @@ CATALOG: tuple[MetricSpec, ...] = (
        kraft_only=True),
     _m("metadata_version", "gauge", (), "The cluster's finalized metadata.version feature level.", "quorum",
        kraft_only=True),
+    _m("feature_level", "gauge", ("feature",),
+       "A finalized feature level of the cluster, as the metadata log says it (metadata.version, kraft.version, "
+       "group.version, share.version, streams.version, transaction.version, eligible.leader.replicas.version, ...): "
+       "0 is off; group.version 0 leaves the consumer group protocol (KIP-848) off.", "quorum", kraft_only=True),
     # brokers family
     _m("brokers", "gauge", (), "Registered brokers that serve (alive; KRaft: and not fenced).", "brokers"),
     _m("broker_up", "gauge", ("broker",),

@@ -1,5 +1,5 @@
 """The quorum family (KRaft): the metadata quorum's leader, epoch and high watermark, its voters and
-observers, each voter's lag, and the metadata.version. A ZooKeeper-mode cluster has no quorum
+observers, each voter's lag, and the finalized feature levels. A ZooKeeper-mode cluster has no quorum
 entity and none of these series; a voter that left the quorum leaves with its series."""
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ def _samples(model: ClusterModel) -> Iterator[Sample]:
             yield "kmon_quorum_voter_lag_seconds", {"voter": voter}, seconds
         if METADATA_VERSION in q.features:
             yield "kmon_metadata_version", {}, q.features[METADATA_VERSION]
+        for feature, level in sorted(q.features.items()):
+            yield "kmon_feature_level", {"feature": feature}, level
 
 
 def _lag(voter: QuorumReplica) -> tuple[float, float]:

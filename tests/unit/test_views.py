@@ -278,6 +278,14 @@ def test_quorum_view():
             value(unknown, "kmon_metadata_version"), value(unknown, "kmon_quorum_voters")) == (-1, None, None, 0)
 
 
+def test_each_finalized_feature_is_a_level_and_group_version_0_is_there_as_0():
+    """Strimzi #12406: a 4.x cluster whose group.version stayed 0 runs no consumer group protocol."""
+    s = series(quorum(features={"metadata.version": 27, "kraft.version": 0, "group.version": 0, "share.version": 1}))
+    assert labelled(s, "kmon_feature_level", "feature") == {"metadata.version": 27, "kraft.version": 0,
+                                                            "group.version": 0, "share.version": 1}
+    assert labelled(series(quorum(features={})), "kmon_feature_level", "feature") == {}
+
+
 def test_a_voter_that_leaves_the_quorum_leaves_no_series():
     """The quorum is re-sent every few seconds: each one replaces the last, voters and all."""
     views = Views(ViewOptions())

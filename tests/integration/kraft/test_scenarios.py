@@ -54,6 +54,11 @@ def test_k1_the_views_show_the_quorum_and_its_leader(mon: LocalStack) -> None:
     eventually(lambda: agrees(mon), 30, "the quorum leader and epoch as the controller")
     eventually(lambda: v(mon, "kmon_quorum_voters") == 3, 30, "three voters")
     assert (v(mon, "kmon_metadata_version") or 0) > 0
+    # the feature levels as the log finalized them: a static quorum at kraft.version 0, Kafka 4's consumer
+    # group protocol on
+    assert v(mon, "kmon_feature_level", feature="metadata.version") == v(mon, "kmon_metadata_version")
+    assert v(mon, "kmon_feature_level", feature="kraft.version") == 0
+    assert (v(mon, "kmon_feature_level", feature="group.version") or 0) >= 1
     assert mon.state
     port = mon.state.collector_ports["kraft"]
     assert (value(port, "kmon_collector_metadata_offset", CLUSTER) or 0) > 0
