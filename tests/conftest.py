@@ -5,7 +5,7 @@ import os
 import signal
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Iterator
 
 import pytest
 
@@ -65,41 +65,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)
 
 
-# The workers that take the integration groups, one per core: on three, the fast profile's timings broke
-# (bench/README.md). Any further worker (`make test` runs one) takes only unit and fuzz tests, beside them:
-# the integration groups leave the cores idle a sixth of the time, waiting on sessions, elections and
-# triggers, and the unit tests no longer hold both integration workers at the end of the run.
-INTEGRATION_WORKERS = 2
-
-
-def next_scope(scopes: Iterable[str], worker: int) -> str | None:
-    """The work unit (an integration group, or one test's id) that xdist worker ``gw<worker>`` takes
-    next, in the queue's order; None when none is for it."""
-    for scope in scopes:
-        if worker < INTEGRATION_WORKERS or integration_group(scope) is None:
-            return scope
-    return None
-
-
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """``make test`` runs the suite on xdist workers. The tests of one integration module run on one
     worker, in order, and share its module- and package-scoped stacks (the kraft/ package is one
-    group); each unit test is a unit of its own, and a worker past INTEGRATION_WORKERS takes only those.
-    (xdist's own ``loadgroup`` cannot do it: the group it writes into ``item._nodeid`` is not read by
-    pytest 9.)"""
+    group); each unit test is a unit of its own. (xdist's own ``loadgroup`` cannot do it: the group
+    it writes into ``item._nodeid`` is not read by pytest 9.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class IntegrationGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return integration_group(nodeid) or nodeid
-
-        def _assign_work_unit(self, node: Any) -> None:
-            scope = next_scope(self.workqueue, int(node.gateway.id.removeprefix("gw")))
-            if scope is None:   # a unit-test worker once the unit tests are all handed out
-                node.shutdown()
-                return
-            self.workqueue.move_to_end(scope, last=False)
-            super()._assign_work_unit(node)
 
     config.option.loadscopereorder = False   # hand the groups out in the collection's order (above)
     return IntegrationGroups(config, log)
@@ -107,7 +82,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
 class GroupTimes:
     """Seconds spent per integration group (setup, call and teardown) and per xdist worker, printed at the
-    end of a run: which group is the long pole, and whether the workers ended together."""
+    end of a run: which group is the long pole, and whether the two workers ended together."""
 
     def __init__(self) -> None:
         self.groups: dict[str, list] = {}      # group -> [workers, tests, seconds]

@@ -3,7 +3,7 @@ tests stay together (the kraft/ package's too, which share one stack), the longe
 from pathlib import Path
 
 from stack.process import port_slice
-from tests.conftest import INTEGRATION_WORKERS, LONGEST_FIRST, integration_group, next_scope, port_slice_of
+from tests.conftest import LONGEST_FIRST, integration_group, port_slice_of
 
 
 def test_an_integration_module_is_one_group_and_the_kraft_package_another() -> None:
@@ -27,12 +27,3 @@ def test_a_worker_xdist_starts_in_place_of_a_crashed_one_gets_a_port_slice_no_li
     every = [set(port_slice(whole, {"KMON_PORT_SLICE": port_slice_of(worker, 2, 2)})) for worker in range(4)]
     assert all(len(ports) > 3000 for ports in every)
     assert all(not (a & b) for i, a in enumerate(every) for b in every[i + 1:])
-
-
-def test_the_integration_workers_take_the_queue_in_order_a_further_worker_only_the_unit_tests() -> None:
-    queue = ["tests/integration/test_scenarios.py", "tests/integration/kraft", "tests/unit/test_views.py::test_y",
-             "tests/fuzz/test_fuzz.py::test_fuzz_target[a]"]
-    assert [next_scope(queue, worker) for worker in range(INTEGRATION_WORKERS)] == [queue[0]] * INTEGRATION_WORKERS
-    assert next_scope(queue, INTEGRATION_WORKERS) == "tests/unit/test_views.py::test_y"
-    assert next_scope(queue[:2], INTEGRATION_WORKERS) is None   # only groups left: the unit worker stops
-    assert next_scope(queue[2:], 0) == queue[2]                  # no group left: the others help with the units
