@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import signal
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -80,31 +81,37 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return IntegrationGroups(config, log)
 
 
+@dataclass
+class GroupTime:
+    workers: set[str] = field(default_factory=set)
+    tests: int = 0
+    seconds: float = 0.0
+
+
 class GroupTimes:
     """Seconds spent per integration group (setup, call and teardown) and per xdist worker, printed at the
     end of a run: which group is the long pole, and whether the two workers ended together."""
 
     def __init__(self) -> None:
-        self.groups: dict[str, list] = {}      # group -> [workers, tests, seconds]
+        self.groups: dict[str, GroupTime] = {}
         self.workers: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         worker = getattr(getattr(report, "node", None), "gateway", None)
         worker_id = worker.id if worker is not None else "main"
         self.workers[worker_id] = self.workers.get(worker_id, 0.0) + report.duration
-        group = integration_group(report.nodeid) or "unit and fuzz tests"
-        entry = self.groups.setdefault(group, [set(), 0, 0.0])
-        entry[0].add(worker_id)
-        entry[1] += report.when == "call"
-        entry[2] += report.duration
+        group = self.groups.setdefault(integration_group(report.nodeid) or "unit and fuzz tests", GroupTime())
+        group.workers.add(worker_id)
+        group.tests += report.when == "call"
+        group.seconds += report.duration
 
     def pytest_terminal_summary(self, terminalreporter: object) -> None:
         if not self.groups:
             return
         write = terminalreporter.write_line  # type: ignore[attr-defined]
         terminalreporter.section("time by integration group")  # type: ignore[attr-defined]
-        for group, (workers, tests, seconds) in sorted(self.groups.items(), key=lambda g: -g[1][2]):
-            write(f"{seconds:8.1f}s {tests:5d} tests  {','.join(sorted(workers)):8s} {group}")
+        for name, group in sorted(self.groups.items(), key=lambda g: -g[1].seconds):
+            write(f"{group.seconds:8.1f}s {group.tests:5d} tests  {','.join(sorted(group.workers)):8s} {name}")
         write("  ".join(f"{w}: {s:.0f}s" for w, s in sorted(self.workers.items())))
 
 

@@ -4,9 +4,10 @@ A batch (magic 2) holds records whose values are metadata records framed as an u
 frame version, the record's api key and its version, then the record in Kafka's flexible encoding
 (metadata/src/main/resources/common/metadata/*.json). Control batches hold the raft layer's own
 records (LeaderChange, snapshot header and footer, KRaftVersion, voters): a LeaderChange says who
-leads from its offset on, a KRaftVersion the quorum's kraft.version. Only the records that carry cluster state are decoded into types; the rest are known
-and skipped; an unknown type or a newer version than this decoder knows is an :class:`Unknown`,
-which the collector counts and logs, and never stops on.
+leads from its offset on, a KRaftVersion the quorum's kraft.version. Only the records that carry
+cluster state are decoded into types; the rest are known and skipped; an unknown type or a newer
+version than this decoder knows is an :class:`Unknown`, which the collector counts and logs, and
+never stops on.
 """
 from __future__ import annotations
 
