@@ -15,8 +15,9 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
 
 from kmon.signals import die_with_parent
 from kmon.toolchain import Toolchain
-from stack.probes import kraft_cluster_id
-from stack.process import PortPicker
+from stack.configs import LOG4J, LOG4J2
+from stack.probes import four_letter, kraft_cluster_id
+from stack.process import PortPicker, wait_until
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 FAST = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.replication.factor": "2",
@@ -99,7 +100,9 @@ class PlainCluster:
                                     "inter.broker.listener.name": "CLIENTS", "broker.heartbeat.interval.ms": "1000",
                                     "log.dirs": str(self.dir / f"broker-{i}-data")}
         cluster_id = kraft_cluster_id()
-        java = [self.tools.java, "-Xmx384m", "-XX:TieredStopAtLevel=1", "-cp", self.tools.kafka4_classpath]
+        (self.dir / "log4j2.properties").write_text(LOG4J2)
+        java = [self.tools.java, "-Xmx384m", "-XX:TieredStopAtLevel=1",
+                f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}", "-cp", self.tools.kafka4_classpath]
         for name, props in nodes.items():
             cfg = self._write(name, props)
             subprocess.run([*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(cfg)],
@@ -143,11 +146,17 @@ class PlainCluster:
     # ------------------------------------------------------------------ ZooKeeper mode, under a chroot
     def start_zookeeper_mode(self, chroot: str, brokers: int = 2) -> None:
         zk = self.ports["zookeeper"] = self.picker.pick()
-        java = [self.tools.java, "-Xmx384m", "-XX:TieredStopAtLevel=1", "-cp", self.tools.kafka_classpath]
+        (self.dir / "log4j.properties").write_text(LOG4J)
+        java = [self.tools.java, "-Xmx384m", "-XX:TieredStopAtLevel=1",
+                f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}", "-cp", self.tools.kafka_classpath]
         cfg = self._write("zookeeper", {"dataDir": str(self.dir / "zookeeper-data"), "clientPort": str(zk),
                                         "clientPortAddress": "127.0.0.1", "admin.enableServer": "false",
                                         "maxClientCnxns": "0"})
         self._start("zookeeper", [*java, "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(cfg)])
+        # A broker gives up on a ZooKeeper it cannot reach within its connection timeout (the session
+        # timeout, 6 s here); on a loaded machine ZooKeeper can take longer than that to listen.
+        wait_until(lambda: four_letter(zk, "srvr").startswith("Zookeeper version"), 60, "zookeeper",
+                   alive=lambda: self.procs["zookeeper"].poll() is None)
         for i in range(1, brokers + 1):
             port = self.ports[f"broker-{i}"] = self.picker.pick()
             cfg = self._write(f"broker-{i}", {
