@@ -26,7 +26,7 @@ from collectors.kraft.config import KraftCollectorConfig
 from collectors.kraft.connection import Connection, ControllerError
 from collectors.kraft.image import SOURCE
 from collectors.kraft.leader import LeaderFinder, Move
-from collectors.kraft.quorum import progress_only, quorum_state
+from collectors.kraft.quorum import QuorumTeller, quorum_state
 from collectors.kraft.loader import Loaded, MetadataLoader, Position
 from collectors.protocol import EventSink, publish_all
 from collectors.resync import Resync
@@ -53,13 +53,15 @@ class KraftCollector:
         self.loader = MetadataLoader(config.cluster)
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kmon-kraft", daemon=True)
+        # apart from the fetch loop, which a hung controller holds for a request timeout (10 s)
+        self._watchdog = threading.Thread(target=self._watch_leader, name="kmon-kraft-leaderless", daemon=True)
         self._resync_asked: str | None = "start"
         self._leader = LeaderFinder(config.controllers)
         self._conn: Connection | None = None
         self._quorum_conn: Connection | None = None
         self._next_quorum = 0.0
-        self._last_quorum: QuorumState | None = None
-        self._quorum_progress_due = 0.0
+        self._quorum = QuorumTeller(config.quorum_progress_interval_s)
+        self._quorum_lock = threading.Lock()   # the fetch loop and the watchdog tell the quorum in turn
         self._quorum_refused = False
         self._last_fetch_ok = 0.0
         self._said: set[str] = set()   # kinds of skipped records said once
@@ -74,10 +76,12 @@ class KraftCollector:
         log.info("following the metadata log of cluster %r from the controllers %s", self.config.cluster,
                  self.config.address)
         self._thread.start()
+        self._watchdog.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stopping.set()
         self._thread.join(timeout)
+        self._watchdog.join(timeout)
         self._close()
         log.info("stopped following the metadata log at offset %d", self.loader.position.offset)
 
@@ -137,6 +141,7 @@ class KraftCollector:
             self._resync_asked = "diverged"
             return
         self._apply(result)
+        self._last_fetch_ok = time.monotonic()   # the leader's silence counts from when kmon can ask again
         if self.loader.caught_up and time.monotonic() >= self._next_quorum:
             self._describe_quorum()
 
@@ -255,6 +260,7 @@ class KraftCollector:
                                       f"{wire.error_name(chunk.error)}")
             size = chunk.size
             data += chunk.data
+            self._last_fetch_ok = time.monotonic()
             if not chunk.data and len(data) < size:
                 raise ConnectionError(f"controller listener {conn.address}: an empty snapshot chunk at "
                                       f"{len(data)} of {size} bytes")
@@ -295,16 +301,28 @@ class KraftCollector:
             self._quorum_refused = False
         now = _now_ms()
         state = quorum_state(info, now, self.loader.image.features)
-        last = self._last_quorum
-        if state != last and (last is None or not progress_only(last, state)
-                              or time.monotonic() >= self._quorum_progress_due):
-            self._last_quorum = state
-            self._quorum_progress_due = time.monotonic() + self.config.quorum_progress_interval_s
-            pos = self.loader.position
-            at = LogMeta(max(pos.offset - 1, 0), pos.epoch)
-            quorum = Event(cluster=self.config.cluster, source=SOURCE, kind="quorum", entity="quorum", op="upsert",
-                           observed_ms=now, data=state, log=at)
-            publish_all(self._publisher, self._telemetry, SOURCE, [quorum])
+        with self._quorum_lock:
+            if (sent := self._quorum.described(state, time.monotonic())) is not None:
+                self._send_quorum(sent, now)
+
+    def _watch_leader(self) -> None:
+        while not self._stopping.wait(1.0):
+            try:
+                with self._quorum_lock:
+                    if (state := self._quorum.unanswered(self._last_fetch_ok, time.monotonic())) is not None:
+                        log.warning("no leader of the metadata quorum has answered for %.0f s: exported as no "
+                                    "leader (last epoch %d) until one answers",
+                                    time.monotonic() - self._last_fetch_ok, state.epoch)
+                        self._send_quorum(state, _now_ms())
+            except Exception:   # a defect must not end the watch
+                self._telemetry.survived(SOURCE, "while watching for the quorum's leader", log)
+
+    def _send_quorum(self, state: QuorumState, now_ms: int) -> None:
+        pos = self.loader.position
+        at = LogMeta(max(pos.offset - 1, 0), pos.epoch)
+        quorum = Event(cluster=self.config.cluster, source=SOURCE, kind="quorum", entity="quorum", op="upsert",
+                       observed_ms=now_ms, data=state, log=at)
+        publish_all(self._publisher, self._telemetry, SOURCE, [quorum])
 
 
 def _now_ms() -> int:

@@ -1,7 +1,8 @@
-"""The metadata quorum as kmon tells it: DescribeQuorum's answer made a QuorumState. Pure."""
+"""The metadata quorum as kmon tells it: DescribeQuorum's answer made a QuorumState, and when the
+collector sends it. Pure: the clock is passed in."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 from collectors.kraft import wire
@@ -34,3 +35,40 @@ def progress_only(old: QuorumState, new: QuorumState) -> bool:
 def _without_progress(state: QuorumState) -> QuorumState:
     return replace(state, high_watermark=0, voters=tuple(replace(r, log_end_offset=0) for r in state.voters),
                    observers=tuple(replace(r, log_end_offset=0) for r in state.observers))
+
+
+# No leader has answered the collector's fetches for this long: the quorum has none. A live leader
+# answers every fetch within its wait (0.5 s), Kafka elects a new one within its fetch and election
+# timeouts (about 3 s by default), and a leader that lost its majority resigns after 1.5 fetch timeouts.
+LEADERLESS_S = 5.0
+
+
+@dataclass
+class QuorumTeller:
+    """Which description of the quorum the collector sends, and when: a change other than progress
+    at once; otherwise every ``progress_interval_s``, unchanged too, so the views know the description
+    is fresh (a high watermark that stopped, QuorumStalled, is told apart from a collector that
+    stopped telling it); and the quorum without a leader once none has answered for ``LEADERLESS_S``
+    (a majority of voters down or cut off: the log says nothing more, and the voters answer
+    DescribeQuorum with an error; the views kept the last leader for as long as that lasted)."""
+    progress_interval_s: float
+    last: QuorumState | None = None
+    _due: float = 0.0
+
+    def described(self, state: QuorumState, now: float) -> QuorumState | None:
+        last = self.last
+        if last is None or (state != last and not progress_only(last, state)) or now >= self._due:
+            return self._sent(state, now)
+        return None
+
+    def unanswered(self, last_answer: float, now: float) -> QuorumState | None:
+        """``last_answer``: when a leader last answered a fetch."""
+        last = self.last
+        if last is None or last.leader_id < 0 or now - last_answer < LEADERLESS_S:
+            return None
+        # no leader, at the last epoch known; the voters as last described (who lags, only a leader says)
+        return self._sent(replace(last, leader_id=-1), now)
+
+    def _sent(self, state: QuorumState, now: float) -> QuorumState:
+        self.last, self._due = state, now + self.progress_interval_s
+        return state

@@ -209,6 +209,35 @@ def test_k5e_repeated_controller_kills_fire_controller_flapping(mon: LocalStack)
 
 
 
+
+def test_k5f_a_majority_of_voters_hung_the_leader_resigns_and_kmon_says_no_leader(mon: LocalStack) -> None:
+    """Two voters of three SIGSTOPped: the leader cannot commit, resigns (check quorum, 1.5 fetch
+    timeouts) and no election can succeed. kmon exports no leader and NoActiveController fires; the
+    views kept the last leader before. QuorumStalled stays silent: a leader named is its condition.
+    Resumed, the voters elect a leader and kmon exports it."""
+    eventually(lambda: agrees(mon) and v(mon, "kmon_brokers") == 3, 120, "the quorum whole and exported")
+    leader = quorum(mon).leader_id
+    hung = [n for n in (1, 2, 3) if n != leader]
+    stopped = time.monotonic()
+    for node in hung:
+        mon.send_signal(node_of(mon, node), signal.SIGSTOP)
+    try:
+        eventually(lambda: v(mon, "kmon_quorum_leader_id") == -1, 60, "no leader exported")
+        no_leader_after = time.monotonic() - stopped
+        eventually(lambda: "NoActiveController" in firing(mon), 60, "NoActiveController firing")
+        firing_after = time.monotonic() - stopped
+    finally:
+        for node in hung:
+            mon.send_signal(node_of(mon, node), signal.SIGCONT)
+    print(f"two voters hung: no leader exported after {no_leader_after:.1f} s, "
+          f"NoActiveController firing after {firing_after:.1f} s")
+    eventually(lambda: (v(mon, "kmon_quorum_leader_id") or -1) >= 0, 60, "a leader exported again")
+    eventually(lambda: "NoActiveController" not in firing(mon), 60, "NoActiveController resolved")
+    assert not ever_fired(mon, "QuorumStalled", f"{int(time.monotonic() - stopped) + 10}s")
+    eventually(lambda: agrees(mon) and v(mon, "kmon_brokers") == 3
+               and all(v(mon, "kmon_broker_fenced", broker=str(n)) == 0 for n in hung), 120,
+               "the hung brokers unfenced and the quorum exported")
+
 def log_start(stack: LocalStack) -> int:
     """Where the leader's metadata log starts now (its newest snapshot's end when it was cleaned)."""
     q = quorum(stack)
