@@ -64,6 +64,7 @@ class KraftCollector:
         self._quorum_lock = threading.Lock()   # the fetch loop and the watchdog tell the quorum in turn
         self._quorum_refused = False
         self._last_fetch_ok = 0.0
+        self._busy = False   # on what the leader last answered, not waiting for it
         self._said: set[str] = set()   # kinds of skipped records said once
         self._resyncs = telemetry.metric("kmon_collector_resyncs_total", source=SOURCE)
         self._high_watermark = 0
@@ -126,6 +127,16 @@ class KraftCollector:
         if self._resync_asked is not None:
             self.loader.position = Position()   # from the log's start, or the snapshot the answer names
         result = self._fetch(conn)
+        # The leader answered. The time kmon spends on its answer (a large snapshot's replay takes
+        # tens of seconds) is not the leader's silence: that counts from when kmon can ask again.
+        self._busy = True
+        try:
+            self._use(conn, result)
+        finally:
+            self._last_fetch_ok = time.monotonic()
+            self._busy = False
+
+    def _use(self, conn: Connection, result: wire.FetchResult) -> None:
         if result.snapshot is not None:
             log.info("the metadata log now starts after offset %d: loading the quorum's snapshot at offset %d, "
                      "epoch %d", self.loader.position.offset, result.snapshot.end_offset, result.snapshot.epoch)
@@ -141,7 +152,6 @@ class KraftCollector:
             self._resync_asked = "diverged"
             return
         self._apply(result)
-        self._last_fetch_ok = time.monotonic()   # the leader's silence counts from when kmon can ask again
         if self.loader.caught_up and time.monotonic() >= self._next_quorum:
             self._describe_quorum()
 
@@ -260,7 +270,6 @@ class KraftCollector:
                                       f"{wire.error_name(chunk.error)}")
             size = chunk.size
             data += chunk.data
-            self._last_fetch_ok = time.monotonic()
             if not chunk.data and len(data) < size:
                 raise ConnectionError(f"controller listener {conn.address}: an empty snapshot chunk at "
                                       f"{len(data)} of {size} bytes")
@@ -309,7 +318,9 @@ class KraftCollector:
         while not self._stopping.wait(1.0):
             try:
                 with self._quorum_lock:
-                    if (state := self._quorum.unanswered(self._last_fetch_ok, time.monotonic())) is not None:
+                    now = time.monotonic()
+                    if (state := self._quorum.unanswered(now if self._busy else self._last_fetch_ok, now)) \
+                            is not None:
                         log.warning("no leader of the metadata quorum has answered for %.0f s: exported as no "
                                     "leader (last epoch %d) until one answers",
                                     time.monotonic() - self._last_fetch_ok, state.epoch)
