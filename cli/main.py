@@ -386,8 +386,9 @@ def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         while not stopped.wait(KEEP_EVERY_S):
             keeper.check()
     finally:
+        # also after a Ctrl-C while the monitor was starting: the user reads that nothing is left
         stack.down()
-    log.info("stopped everything kmon run started; run it again to resume (--fresh starts over)")
+        log.info("stopped everything kmon run started; run it again to resume (--fresh starts over)")
     return 0
 
 
