@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 from typing import Iterator
 
 import pytest
@@ -48,22 +49,37 @@ class Feeder(threading.Thread):
             self.sent = seq + 1
 
 
-@pytest.fixture(params=[0.02, 2.0], ids=["busy", "sparse"])
-def publishing(request: pytest.FixtureRequest, stack: LocalStack) -> Iterator[tuple[Publisher, Feeder, Telemetry, str]]:
+@dataclass
+class Publishing:
+    publisher: Publisher
+    feeder: Feeder
+    topic: str
+
+
+# a busy collector (an event per entity every 20 ms) and a sparse one (every 2 s), side by side
+PACES = {"busy": 0.02, "sparse": 2.0}
+
+
+@pytest.fixture
+def publishing(stack: LocalStack) -> Iterator[dict[str, Publishing]]:
+    """One publisher per pace, each on an events topic of its own on the session stack, fed until the end."""
     assert stack.state
-    topic = f"kmon-events-pub-{uuid.uuid4().hex[:8]}"
-    telemetry = Telemetry(CLUSTER)
-    # unhealthy as soon as an event waits 2 s: "healthy" then says deliveries flow
-    publisher = Publisher(PublisherConfig(stack.state.bootstrap_servers, topic, unhealthy_after_s=2), telemetry)
-    publisher.start()
-    feeder = Feeder(publisher, request.param)
-    feeder.start()
+    started: dict[str, Publishing] = {}
     try:
-        yield publisher, feeder, telemetry, topic
+        for pace, pause in PACES.items():
+            topic = f"kmon-events-pub-{pace}-{uuid.uuid4().hex[:8]}"
+            # unhealthy as soon as an event waits 2 s: "healthy" then says deliveries flow
+            publisher = Publisher(PublisherConfig(stack.state.bootstrap_servers, topic, unhealthy_after_s=2),
+                                  Telemetry(CLUSTER))
+            publisher.start()
+            started[pace] = Publishing(publisher, Feeder(publisher, pause), topic)
+            started[pace].feeder.start()
+        yield started
     finally:
-        feeder.halt.set()
-        feeder.join(10)
-        publisher.close(timeout=5)
+        for each in started.values():
+            each.feeder.halt.set()
+            each.feeder.join(10)
+            each.publisher.close(timeout=5)
 
 
 def leaders(stack: LocalStack, topic: str) -> dict[int, int]:
@@ -79,35 +95,44 @@ def leaders(stack: LocalStack, topic: str) -> dict[int, int]:
 
 
 def test_every_event_arrives_in_order_while_leaders_of_the_events_topic_die(
-        stack: LocalStack, publishing: tuple[Publisher, Feeder, Telemetry, str]) -> None:
-    publisher, feeder, _, topic = publishing
+        stack: LocalStack, publishing: dict[str, Publishing]) -> None:
+    """A busy and a sparse publisher at once, through the same two broker deaths."""
     assert stack.state
-    eventually(lambda: feeder.sent > 3 and publisher.health() is None, 60, "publishing steadily")
+
+    def healthy() -> bool:
+        return all(p.feeder.sent > 3 and p.publisher.health() is None for p in publishing.values())
+    eventually(healthy, 60, "both publishing steadily")
     for round_ in range(2):
-        # the broker leading most of the events topic's partitions, then the controller
-        by_leader = [b for _, b in leaders(stack, topic).items() if b >= 0]
+        # the broker leading most of the events topics' partitions, then the controller
+        by_leader = [b for p in publishing.values() for b in leaders(stack, p.topic).values() if b >= 0]
         victim = (max(set(by_leader), key=by_leader.count) if round_ == 0 else stack.controller_id())
         stack.kill_broker(victim)
         killed = time.monotonic()
         # publishing goes on through the failover (the ZooKeeper session, then new leaders), and
         # deliveries flow again: nothing waits longer than 2 s
-        eventually(lambda: time.monotonic() - killed > 15 and publisher.health() is None, 90,
+        eventually(lambda: time.monotonic() - killed > 15 and healthy(), 90,
                    f"events delivered again after broker {victim} died (round {round_})")
         stack.start_broker(victim)
-    feeder.halt.set()
-    feeder.join(10)
-    assert publisher.flush(60) == 0, "events still waiting after the brokers are back"
+    for pace, p in publishing.items():
+        p.feeder.halt.set()
+        p.feeder.join(10)
+        assert p.publisher.flush(60) == 0, f"{pace}: events still waiting after the brokers are back"
+        in_order(pace, stack.state.bootstrap_servers, p)
+
+
+def in_order(pace: str, bootstrap: str, p: Publishing) -> None:
+    """Every event ``p`` sent is on its topic, each entity's in order, a retried batch at most repeated once."""
     seen: dict[str, list[int]] = {}
-    for e in events_on(stack.state.bootstrap_servers, topic):
+    for e in events_on(bootstrap, p.topic):
         seen.setdefault(e.entity, []).append(e.zxid)
-    assert sorted(seen) == sorted(f"controller-{k}" for k in range(KEYS))
+    assert sorted(seen) == sorted(f"controller-{k}" for k in range(KEYS)), pace
     for entity, seqs in seen.items():
         # in order, nothing missing; a retried batch may only repeat what came right before it
-        assert seqs == sorted(seqs), f"{entity} out of order"
-        assert sorted(set(seqs)) == list(range(feeder.sent)), \
-            f"{entity}: missing {sorted(set(range(feeder.sent)) - set(seqs))[:20]}"
+        assert seqs == sorted(seqs), f"{pace}: {entity} out of order"
+        assert sorted(set(seqs)) == list(range(p.feeder.sent)), \
+            f"{pace}: {entity}: missing {sorted(set(range(p.feeder.sent)) - set(seqs))[:20]}"
         # The idempotent producer can still write a batch twice during a leader change
         # (confluentinc/librdkafka#4953); the stream folds a repeated zxid as a duplicate. A
         # repeat is a retry: adjacent (checked by the order above) and once at most.
         repeated = {seq: n for seq, n in Counter(seqs).items() if n > 1}
-        assert all(n == 2 for n in repeated.values()), f"{entity}: events written more than twice: {repeated}"
+        assert all(n == 2 for n in repeated.values()), f"{pace}: {entity}: events written more than twice: {repeated}"
