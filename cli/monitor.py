@@ -22,6 +22,7 @@ class MonitorOptions:
     trigger_seconds: float | None = None   # None: kmon stream's own default
     groups_poll_seconds: float = 5.0
     groups_lag_seconds: float | None = None   # None: kmon collect groups' own default
+    groups_stall_window_seconds: float | None = None   # None: kmon collect groups' own default
     partition_detail: str | None = None       # None: kmon stream's own default (unhealthy partitions)
     spark_master: str = "local[2]"
 
@@ -54,7 +55,9 @@ def _watched(s: StackState, opts: MonitorOptions, collector: Collector) -> list[
     client = _kafka_client_flags(s, w)
     if source == "groups":
         lag = ("--lag-interval", str(opts.groups_lag_seconds)) if opts.groups_lag_seconds else ()
-        return ["--bootstrap-servers", bootstrap, "--poll-interval", str(opts.groups_poll_seconds), *lag, *client]
+        window = ("--stall-window", str(opts.groups_stall_window_seconds)) if opts.groups_stall_window_seconds else ()
+        return ["--bootstrap-servers", bootstrap, "--poll-interval", str(opts.groups_poll_seconds), *lag, *window,
+                *client]
     if w and source == "kraft" and not w.exact:   # kmon may not follow the metadata log
         return ["--sampled", "--bootstrap-servers", bootstrap, *client]
     if source == "kraft":   # the quorum itself: under KRaft the active controller is its leader

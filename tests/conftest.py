@@ -153,10 +153,11 @@ def running_kraft_stack(directory: Path, toolchain: Toolchain, **request: object
 @contextmanager
 def monitored_stack(directory: Path, toolchain: Toolchain, cluster: str, **request: object) -> Iterator[LocalStack]:
     """A stack with its own events cluster and the whole monitor on it (both collectors, the
-    stream app on a 0.5 s trigger), as the fault scenarios run it."""
+    stream app on a 0.5 s trigger), as the fault scenarios run it. The groups collector polls every
+    2 s and judges a consumer over 20 s of samples (60 s by default)."""
     with running_stack(directory, toolchain, **{"prometheus": True, "events_cluster": True, **request}) as stack:
         start_monitor(stack, MonitorOptions(cluster=cluster, trigger_seconds=0.5, groups_poll_seconds=2,
-                                            groups_lag_seconds=2))
+                                            groups_lag_seconds=2, groups_stall_window_seconds=20))
         yield stack
 
 

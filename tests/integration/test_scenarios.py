@@ -343,7 +343,7 @@ def test_9_every_dashboard_query_returns_data_for_its_scenario(mon: LocalStack) 
         eventually(lambda: (v(mon, "kmon_consumer_group_lag", group=group, type="classic", topic=topic) or 0) > 0, 120, "lag exported")
         eventually(lambda: prom(mon, "/api/v1/query", query=f'kmon_consumer_group_lag_seconds{{group="{group}"}}')
                    ["result"], 90, "lag seconds scraped")
-        # its consumers judged: once their offsets' samples span the status window (60 s)
+        # its consumers judged: once their offsets' samples span the status window (20 s here)
         eventually(lambda: prom(mon, "/api/v1/query", query=f'kmon_consumer_group_status{{group="{group}"}}')
                    ["result"], 120, "the consumers' status scraped")
         # the fault panels need their faults: garbage in a znode and on the events topic, a dead follower

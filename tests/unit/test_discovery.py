@@ -152,6 +152,16 @@ def test_each_collector_watches_the_cluster_as_discovery_found_it(tmp_path: Path
     assert _watched(state, MonitorOptions(), collector) == argv
 
 
+def test_the_groups_collectors_timing_reaches_its_command_line(tmp_path: Path) -> None:
+    """The monitor's options for the groups collector (the tests' fast ones) become its flags; unset, its own
+    defaults hold."""
+    state = _watched_state(tmp_path, WatchedCluster("c", KRAFT, "k:9092", controllers="c:9093"))
+    groups = next(c for c in state.collectors() if c.source == "groups")
+    assert _watched(state, MonitorOptions(groups_poll_seconds=2, groups_lag_seconds=3, groups_stall_window_seconds=20),
+                    groups) == ["--bootstrap-servers", "k:9092", "--poll-interval", "2", "--lag-interval", "3",
+                                "--stall-window", "20"]
+
+
 def test_the_collectors_of_a_config_files_cluster_read_the_file_too(tmp_path: Path) -> None:
     """Its inline client properties (secrets from ${VAR}) reach the collector through the file, not argv."""
     stack = LocalStack(tmp_path, toolchain=None)  # type: ignore[arg-type]
