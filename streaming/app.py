@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kmon.stream")
 SIGNAL_GRACE_S = 2.0   # how long a failed query waits for the signal that may have caused it
+# How long a stop waits for Spark. A signal to the whole process group mid-batch stops the JVM's
+# context under the running batch, and stopping the query could then wait forever.
+STOP_LIMIT_S = 30.0
 
 
 class StreamApp:
@@ -100,9 +103,33 @@ class StreamApp:
             return f"Spark's JVM is gone ({type(e).__name__})"
         return None
 
-    def stop(self) -> None:
+    def quiet(self) -> None:
+        """Once kmon stops, each call a stopping JVM breaks is not told with a stack trace (py4j logs them,
+        pyspark's accumulator server prints them): what is gone is said once, in kmon's words."""
+        quiet_py4j()
+        server = getattr(self._spark.sparkContext, "_accumulatorServer", None) if self._spark is not None else None
+        if server is not None:
+            server.handle_error = lambda request, client_address: None
+
+    def stop(self, limit_s: float = STOP_LIMIT_S) -> None:
         # A signal to the whole process group (systemd's KillMode=control-group, `timeout`,
         # Kubernetes) stops Spark's JVM too, maybe before this runs: what is gone is said once.
+        self.quiet()
+        stopped = threading.Event()
+        threading.Thread(target=self._leave_if_stuck, args=(stopped, limit_s), name="kmon-stream-stopping",
+                         daemon=True).start()
+        try:
+            self._stop()
+        finally:
+            stopped.set()
+
+    def _leave_if_stuck(self, stopped: threading.Event, limit_s: float) -> None:
+        if not stopped.wait(limit_s):
+            log.warning("Spark did not stop within %g s (its JVM was stopped under a running batch): exiting; the "
+                        "checkpoint holds every completed batch", limit_s)
+            self.abandon(0)
+
+    def _stop(self) -> None:
         try:
             if self._query is not None:
                 log.info("stopping the query (the running batch completes first)")
@@ -201,6 +228,21 @@ def _session(cfg: StreamConfig):
     return spark
 
 
+def quiet_py4j() -> None:
+    """py4j's stack traces not logged from now on (some go through the root logger)."""
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    root = logging.getLogger()
+    if not any(isinstance(f, NotFromPy4j) for f in root.filters):
+        root.addFilter(NotFromPy4j())
+
+
+class NotFromPy4j(logging.Filter):
+    """Drops the records py4j logs through the root logger (``logging.exception`` in its gateway)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
 def _in_process(cfg: StreamConfig) -> bool:
     """A local master: the Python workers run on this machine with this interpreter, so kmon
     is importable in them (``local-cluster`` included)."""
@@ -288,6 +330,7 @@ def leave_if_stopped_while_starting(app: StreamApp, stop: threading.Event, start
     instead of after it: no batch has run yet, so the checkpoint and the views lose nothing, as after
     a crash at that point, which the next start goes on from."""
     stop.wait()
+    app.quiet()   # at once: a signal to the process group breaks the JVM's calls before app.stop() runs
     if not started.is_set():
         log.info("stopped while Spark was starting: exiting now (no batch had run)")
         app.abandon(0)

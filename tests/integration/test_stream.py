@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from functools import partial
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -151,12 +152,25 @@ def kill(pids: Iterable[int], group: int) -> None:
 def test_sigterm_to_the_whole_process_group_stops_cleanly(stack: LocalStack, tmp_path: Path) -> None:
     """Issue 13: systemd's default KillMode=control-group, `timeout` and Kubernetes signal every
     process of the service, so Spark's JVM gets SIGTERM with kmon stream and may be gone before
-    the app stops it: still exit 0, no traceback."""
-    proc, log = stream_process(stack, tmp_path, "itest-group-sigterm", free_port())
+    the app stops it: still exit 0 within seconds, no traceback. Here while its first micro-batch
+    (a backlog of 100k events, garbage to kmon) runs: the JVM's context stops under the batch, which
+    once printed a stack trace per broken call and could hang the stop for minutes."""
+    from confluent_kafka import Producer
+
+    assert stack.state
+    topic = "itest-group-sigterm"
+    producer = Producer({"bootstrap.servers": stack.state.bootstrap_servers, "linger.ms": 50})
+    for i in range(100_000):
+        producer.produce(topic, key=b"broker:%d" % (i % 500), value=b"not an event %d" % i)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    proc, log = stream_process(stack, tmp_path, topic, free_port())
     try:
-        eventually(lambda: "streaming itest-group-sigterm from" in log.read_text(), 180, "the query running")
+        eventually(lambda: f"streaming {topic} from" in log.read_text(), 180, "the query running")
+        time.sleep(3)   # into the first micro-batch (tens of seconds for the backlog)
         os.killpg(proc.pid, signal.SIGTERM)
-        assert proc.wait(timeout=120) == 0
+        assert proc.wait(timeout=60) == 0
     finally:
         kill([], proc.pid)
         proc.wait()
