@@ -1,9 +1,10 @@
 """What a process of a monitored stack (or of the test suite) is, by what its command line names."""
 from __future__ import annotations
 
-# the stack's processes by what their command line names
-PARTS = [("kafka.Kafka", "Kafka"), ("QuorumPeerMain", "ZooKeeper"), ("pydaemon", "Spark Python workers"),
-         ("org.apache.spark", "Spark JVM"), ("pyspark", "Spark JVM"), ("daemon", "Spark Python workers"),
+# the stack's processes by what their command line names, the first marker found deciding: the Spark
+# driver's JVM names streaming.pydaemon too (its spark.python.daemon.module), its Python workers no class
+PARTS = [("kafka.Kafka", "Kafka"), ("QuorumPeerMain", "ZooKeeper"), ("org.apache.spark", "Spark JVM"),
+         ("pydaemon", "Spark Python workers"), ("pyspark.daemon", "Spark Python workers"), ("pyspark", "Spark JVM"),
          ("cli stream", "stream driver"), ("cli collect", "collectors"), ("alertmanager", "Alertmanager"),
          ("prometheus", "Prometheus")]
 

@@ -27,4 +27,7 @@ def test_the_suites_processes_are_told_apart() -> None:
     assert kind("java -Dkafka.logs.dir=/tmp/pytest-of-root/pytest-3/stack0/logs -cp libs/* kafka.Kafka b.properties"
                 ) == "Kafka"
     assert kind("python -m streaming.pydaemon pyspark.worker") == "Spark Python workers"
+    assert kind("python -m pyspark.daemon") == "Spark Python workers"
+    assert kind("java -cp /v/pyspark/jars/* -Xmx1g org.apache.spark.deploy.SparkSubmit --conf "
+                "spark.python.daemon.module=streaming.pydaemon pyspark-shell") == "Spark JVM"
     assert kind("python -m cli collect groups --cluster c") == "collectors"
