@@ -1,4 +1,4 @@
-"""python -m bench [scrape|stream|idle|zk|kraft|groups|failover|peers|soak|startup|suite-cpu] ... : prints Markdown tables for bench/README.md."""
+"""python -m bench [scrape|stream|idle|zk|kraft|groups|failover|peers|soak|startup|suite-cpu|compare] ... : prints Markdown tables for bench/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -8,8 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-from bench import buffer, failover, groups, idle, kraft, peers, plot, scrape, soak, startup, stream, suite_cpu, zk
+from bench import buffer, compare, failover, groups, idle, kraft, peers, plot, scrape, soak, startup, stream, suite_cpu, zk
 from bench.peers.faults import FAULTS, NOT_ON_KRAFT
+from kmon.toolchain import find_toolchain
 from streaming.config import StreamConfig
 
 
@@ -89,6 +90,12 @@ def main() -> int:
                                           "from /proc while it runs")
     sc.add_argument("--every", type=float, default=2.0, help="seconds between two samples")
     sc.add_argument("command", nargs="*", default=["make", "test"], help="the command (after --)")
+    cm = sub.add_parser("compare", help="one bench on a base commit and on the working tree, alternately, in one go: "
+                                        "each figure's base and head medians and their ratio")
+    cm.add_argument("--base", required=True, help="the commit to compare with (any git ref)")
+    cm.add_argument("--rounds", type=int, default=3, help="runs of the bench on each side")
+    cm.add_argument("bench", nargs=argparse.REMAINDER,
+                    help=f"after --: the bench and its flags ({', '.join(compare.ROW_BENCHES)})")
     pl = sub.add_parser("plot", help="draw the stream cost curve, or the peers' fault -> alert times, from the JSON "
                                      "that `stream` or `peers` printed on stderr")
     pl.add_argument("rows", help="a file holding `stream`'s JSON list of rows or `peers`' JSON tables")
@@ -116,6 +123,12 @@ def main() -> int:
         rows = failover.run(args.rounds, args.trigger, log)
     elif args.what == "idle":
         rows = idle.run([float(t) for t in args.triggers.split(",")], args.seconds, log)
+    elif args.what == "compare":
+        bench_args = args.bench[1:] if args.bench[:1] == ["--"] else args.bench
+        try:
+            rows = compare.run(args.base, bench_args, args.rounds, log, find_toolchain().cache)
+        except compare.CompareError as e:
+            p.error(str(e))
     elif args.what == "suite-cpu":
         rows = suite_cpu.run(args.command, args.every, log)
     elif args.what == "startup":
