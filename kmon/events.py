@@ -196,6 +196,9 @@ class TopicLag:
     lag: Int64
     lag_seconds: Annotated[float, Range(0, INT64_MAX)] | None
     partitions: Mapping[Int32, Int64] = field(default_factory=dict)  # partition -> lag
+    # how lag_seconds was had: the oldest unread record's own timestamp ("record"), or interpolated
+    # from (end offset, time) samples where a partition's record could not be read ("interpolated")
+    lag_seconds_method: Literal["record", "interpolated"] | None = None
 
 
 @dataclass(frozen=True)

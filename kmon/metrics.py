@@ -157,8 +157,10 @@ CATALOG: tuple[MetricSpec, ...] = (
        "1 for each partition of the group whose consumer is not ok, with the verdict on it.", "groups"),
     _m("consumer_group_lag", "gauge", ("group", "type", "topic"),
        "Messages behind the end offsets (share groups: the share-partitions' start offsets).", "groups"),
-    _m("consumer_group_lag_seconds", "gauge", ("group", "type", "topic"),
-       "Time behind, estimated from (end offset, time) samples.", "groups"),
+    _m("consumer_group_lag_seconds", "gauge", ("group", "type", "topic", "method"),
+       "Time behind: the age of the oldest unread record, read from the topic (method=record), or where kmon "
+       "may not read it, interpolated from (end offset, time) samples (method=interpolated); 0 when caught up.",
+       "groups"),
     # the monitor itself (streaming app)
     _m("events_total", "counter", ("source", "kind"), "Events applied to the views.", "self"),
     _m("malformed_total", "counter", ("source",), "Events that could not be parsed or applied.", "self"),

@@ -21,6 +21,7 @@ from collectors.groups.gather import Gathered, K, Stopped, gather, settled
 from collectors.groups.lag import LagTable
 from collectors.groups.offsets_reader import OFFSETS_TOPIC
 from collectors.groups.outputs import SOURCE, Emitter
+from collectors.groups.record_times import RecordTimes, wanted_offsets
 from collectors.groups.refusing import Broker, PollGate, refusing
 from collectors.groups.states import state_from_description, topic_lags
 from kmon.events import GroupState, TopicLag
@@ -73,7 +74,8 @@ def _not_found(error: BaseException) -> bool:
 
 class AdminPoller:
     def __init__(self, config: GroupsConfig, admin: AdminClient, book: GroupBook, emitter: Emitter,
-                 modern: ModernStates, offsets_read: threading.Event | None) -> None:
+                 modern: ModernStates, offsets_read: threading.Event | None,
+                 record_times: RecordTimes | None = None) -> None:
         self._config = config
         self._admin = admin
         self._book = book
@@ -82,6 +84,7 @@ class AdminPoller:
         # set once the __consumer_offsets reader holds every committed offset (None: no reader)
         self._offsets_read = offsets_read
         self._samples = LagTable()
+        self._record_times = record_times   # None: lag in seconds from the samples only
         self._sampled: set[PartitionKey] = set()
         self._lags: dict[str, dict[str, TopicLag]] = {}   # latest lag per group, sent with every event
         self._judge = ConsumerStatus(config.stall_window_s)
@@ -100,6 +103,8 @@ class AdminPoller:
             self._run(stop)
         finally:
             self._probes.shutdown(wait=False)
+            if self._record_times is not None:
+                self._record_times.close()
 
     def _run(self, stop: threading.Event) -> None:
         if self._offsets_read is not None:
@@ -148,8 +153,7 @@ class AdminPoller:
         end_offsets = self._sample_end_offsets({tp for offsets in committed.values() for tp in offsets})
         now = time.monotonic()
         if lag_due:
-            self._lags = {g: topic_lags(committed.get(g, {}), end_offsets, self._samples, now)
-                          for g in {*described, *modern}}
+            self._lags = self._topic_lags(committed, end_offsets, {*described, *modern}, now)
         self._judge.observe(now, committed, end_offsets)
         judged = self._judged({*described, *modern})
         self._modern.emit_offsets(self._offsets, None if lag_due else judged)
@@ -159,6 +163,18 @@ class AdminPoller:
         if complete:
             self._delete_vanished(present_groups(groups, described, failed, modern))
         self._poll_duration.set(time.monotonic() - started)
+
+    def _topic_lags(self, committed: Mapping[str, Mapping[PartitionKey, int]], end_offsets: Mapping[PartitionKey, int],
+                    groups: set[str], now: float) -> dict[str, dict[str, TopicLag]]:
+        """Each group's lag; in seconds from the records at the committed offsets where they can be read."""
+        times = None
+        if self._record_times is not None:
+            times = self._record_times.times(wanted_offsets({g: committed.get(g, {}) for g in groups}, end_offsets),
+                                             self._stop)
+        unreadable = self._record_times.unreadable() if self._record_times is not None else set()
+        wall_now = time.time()
+        return {g: topic_lags(committed.get(g, {}), end_offsets, self._samples, now, times, wall_now, unreadable)
+                for g in groups}
 
     def _judged(self, groups: set[str]) -> set[str]:
         """Each group's lag and the verdict on its consumers as of this poll; the groups whose

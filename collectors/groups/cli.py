@@ -43,6 +43,9 @@ def add_groups_flags(parser: argparse.ArgumentParser) -> None:
     flags.flag(parser, "--offsets-start", default=_DEFAULTS.offsets_start, choices=["beginning", "end"],
                 help="where the __consumer_offsets reader starts: the whole retained history, or now")
     flags.switch(parser, "--admin-only", help="do not read __consumer_offsets (no exact rebalance history)")
+    flags.switch(parser, "--lag-from-samples",
+                 help="lag in seconds interpolated from end-offset samples only; by default it is the age of the "
+                      "oldest unread record, read from the topic where kmon may (READ on it)")
 
 
 def groups_config(args: argparse.Namespace, client: Mapping[str, str]) -> GroupsConfig:
@@ -53,7 +56,7 @@ def groups_config(args: argparse.Namespace, client: Mapping[str, str]) -> Groups
         topics=NameFilter(args.include_topics, args.exclude_topics),
         describe_batch_size=args.describe_batch_size, concurrency=args.admin_concurrency,
         request_timeout_s=args.request_timeout, offsets_start=args.offsets_start,
-        read_offsets_topic=not args.admin_only, client_config=client)
+        read_offsets_topic=not args.admin_only, lag_from_records=not args.lag_from_samples, client_config=client)
 
 
 def regex(text: str) -> str:

@@ -29,6 +29,7 @@ from collectors.groups.book import GroupBook, ModernStates
 from collectors.groups.config import GroupsConfig, NameFilter
 from collectors.groups.offsets_reader import OffsetsReader
 from collectors.groups.outputs import Emitter
+from collectors.groups.record_times import RecordTimes
 from collectors.groups.topic_names import TopicNames
 from collectors.protocol import EventSink
 from collectors.telemetry import Telemetry
@@ -57,7 +58,8 @@ class GroupsCollector:
         # set once __consumer_offsets has been read to its end (None: no reader)
         offsets_read = self._reader.caught_up if self._reader else None
         self.caught_up: Callable[[], bool] = offsets_read.is_set if offsets_read else lambda: False
-        self._poller = AdminPoller(config, self._admin, book, emitter, modern, offsets_read)
+        record_times = RecordTimes(config, error_cb) if config.lag_from_records else None
+        self._poller = AdminPoller(config, self._admin, book, emitter, modern, offsets_read, record_times)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._probe_loop = functools.partial(keep_probing, self.reachability,

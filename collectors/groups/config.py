@@ -50,6 +50,9 @@ class GroupsConfig:
     # without asking each group; "end" only sees what happens from now on.
     offsets_start: OffsetsStart = "beginning"
     read_offsets_topic: bool = True     # False: Admin API only (no exact rebalance history)
+    # lag in seconds as the age of the record at the committed offset (needs READ on the topic; where it
+    # is not granted, and when False, interpolated from end-offset samples: collectors/groups/record_times.py)
+    lag_from_records: bool = True
     client_config: Mapping[str, str] = field(default_factory=dict)  # extra librdkafka settings (TLS, SASL)
 
     def __post_init__(self) -> None:

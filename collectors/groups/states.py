@@ -3,7 +3,7 @@ group of Kafka 4's protocols as the records fold into it (collectors.groups.mode
 Admin API group description, and lag per topic from offsets and samples."""
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Collection, Iterable, Mapping
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import ConsumerGroupDescription
@@ -122,22 +122,37 @@ def state_from_description(desc: ConsumerGroupDescription) -> GroupState:
 
 
 def topic_lags(committed: Mapping[PartitionKey, int], end_offsets: Mapping[PartitionKey, int],
-               samples: LagTable, now: float) -> dict[str, TopicLag]:
-    """Lag per topic of one group: messages summed over its partitions, seconds the
-    worst partition's estimate. Partitions without a known end offset are left out."""
+               samples: LagTable, now: float, record_times: Mapping[tuple[str, int, int], float] | None = None,
+               wall_now: float = 0.0, unreadable: Collection[str] = ()) -> dict[str, TopicLag]:
+    """Lag per topic of one group: messages summed over its partitions, seconds its worst partition's.
+    A partition's seconds are ``wall_now`` minus the time of the record at its committed offset where
+    ``record_times`` has it (the oldest unread record's age), else the estimate from the end-offset
+    samples at monotonic ``now``. A topic's are "interpolated" if any of its partitions' were, or if its
+    records are not read (``record_times`` None, or the topic ``unreadable``: then a caught-up group's 0 is
+    too, so that its series keeps its label). Partitions without a known end offset are left out."""
     per_topic: dict[str, dict[int, int]] = {}
     seconds: dict[str, float | None] = {}
+    interpolated = set(unreadable) if record_times is not None else {t for t, _ in committed}
+    times = record_times or {}
     for (topic, partition), offset in sorted(committed.items()):
         end = end_offsets.get((topic, partition))
         if end is None:
             continue
         per_topic.setdefault(topic, {})[partition] = max(0, end - offset)
-        estimate = samples.lag_seconds(topic, partition, offset, now)
+        if offset >= end:
+            estimate: float | None = 0.0
+        elif (written := times.get((topic, partition, offset))) is not None:
+            estimate = max(0.0, wall_now - written)   # a producer's clock ahead of ours is no lag
+        else:
+            estimate = samples.lag_seconds(topic, partition, offset, now)
+            interpolated.add(topic)
         if estimate is not None:
             seconds[topic] = max(seconds.get(topic) or 0.0, estimate)
         else:
             seconds.setdefault(topic, None)
-    return {topic: TopicLag(lag=sum(parts.values()), lag_seconds=seconds[topic], partitions=parts)
+    return {topic: TopicLag(lag=sum(parts.values()), lag_seconds=seconds[topic], partitions=parts,
+                            lag_seconds_method=None if seconds[topic] is None
+                            else "interpolated" if topic in interpolated else "record")
             for topic, parts in per_topic.items()}
 
 

@@ -53,4 +53,5 @@ def _samples(record: EntityRecord) -> Iterator[Sample]:
     for t, lag in g.lag.items():
         yield "kmon_consumer_group_lag", {**group, "topic": t}, lag.lag
         if lag.lag_seconds is not None:
-            yield "kmon_consumer_group_lag_seconds", {**group, "topic": t}, lag.lag_seconds
+            yield "kmon_consumer_group_lag_seconds", {**group, "topic": t,
+                                                      "method": lag.lag_seconds_method or "interpolated"}, lag.lag_seconds

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    ResourcePatternType, ResourceType)
 
@@ -87,6 +88,43 @@ def test_the_collector_follows_the_secured_quorum_and_sees_a_broker_fenced(secur
     with urllib.request.urlopen(f"http://127.0.0.1:{secure.state.collector_ports['kraft']}/metrics") as r:
         shown = log + r.read().decode()
     assert secrets and not [s for s in secrets if s in shown]
+
+
+def test_lag_in_seconds_read_from_the_records_where_kmon_may_read_them_and_interpolated_where_not(
+        secure: LocalStack) -> None:
+    """Two topics, their records written an hour ago (CreateTime), one group behind on both. kmon's principal
+    may read the open one: its lag in seconds is that hour, from the records. On the other an ACL grants it
+    DESCRIBE only (its offsets, not its records): interpolated from end-offset samples, which began when
+    the collector first saw the group, and said once in the collector's log."""
+    assert secure.state
+    group, written = "secured-lag", int((time.time() - 3600) * 1000)
+    client = admin(secure)
+    for topic in ("lag-open", "lag-private"):
+        create_topic(secure, topic, partitions=1, rf=3)
+    describe_only = AclBinding(ResourceType.TOPIC, "lag-private", ResourcePatternType.LITERAL, "User:kmon", "*",
+                               AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    client.create_acls([describe_only])[describe_only].result(timeout=30)
+    as_admin = {"bootstrap.servers": secure.state.bootstrap_servers, **files(secure).admin_client()}
+    producer = Producer(as_admin)
+    for topic in ("lag-open", "lag-private"):
+        for i in range(10):
+            producer.produce(topic, value=b"%d" % i, timestamp=written)
+    assert producer.flush(30) == 0
+    committer = Consumer({**as_admin, "group.id": group, "enable.auto.commit": False})
+    try:
+        committer.commit(offsets=[TopicPartition(t, 0, 2) for t in ("lag-open", "lag-private")], asynchronous=False)
+    finally:
+        committer.close()
+
+    def lag_seconds(topic: str, method: str) -> float | None:
+        return v(secure, "kmon_consumer_group_lag_seconds", group=group, type="classic", topic=topic, method=method)
+
+    eventually(lambda: (lag_seconds("lag-open", "record") or 0) >= 3600, 60, "the open topic's lag from its records")
+    eventually(lambda: lag_seconds("lag-private", "interpolated") is not None, 30, "the private topic's interpolated")
+    assert lag_seconds("lag-private", "interpolated") < 600   # no sample can know the records' hour
+    assert v(secure, "kmon_consumer_group_lag", group=group, type="classic", topic="lag-private") == 8
+    log = Path(secure.component("collector-groups").log).read_text()
+    assert log.count("kmon may not read the records of lag-private") == 1, log[-3000:]
 
 
 def test_the_collector_follows_the_quorum_over_mtls_with_its_certificate(secure: LocalStack) -> None:

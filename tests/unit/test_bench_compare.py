@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import compare
+from bench.support import compare
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,6 +20,7 @@ from collectors.groups.lag import LagTable
 from collectors.groups.codec.offsets_codec import GroupMetadata
 from collectors.groups.offsets_reader import OffsetsReader
 from collectors.groups.outputs import Emitter
+from collectors.groups.record_times import wanted_offsets
 from collectors.groups.states import state_from_description, state_from_metadata, topic_lags
 from collectors.telemetry import Telemetry
 from kmon.codec import decode, encode
@@ -99,8 +100,35 @@ def test_topic_lag_sums_partitions_and_takes_the_worst_seconds() -> None:
     committed = {("t", 0): 100, ("t", 1): 50, ("u", 0): 5, ("t", 2): 0}
     lags = topic_lags(committed, {("t", 0): 200, ("t", 1): 50, ("u", 0): 9}, samples, now=30.0)
     # t/2 has no end offset: left out; u has no samples: lag seconds unknown
-    assert lags == {"t": TopicLag(lag=100, lag_seconds=20.0, partitions={0: 100, 1: 0}),
+    assert lags == {"t": TopicLag(lag=100, lag_seconds=20.0, partitions={0: 100, 1: 0},
+                                  lag_seconds_method="interpolated"),
                     "u": TopicLag(lag=4, lag_seconds=None, partitions={0: 4})}
+
+
+def test_lag_seconds_is_the_age_of_the_record_at_the_committed_offset_where_it_was_read() -> None:
+    """The samples say 20 s; the record at t/0's committed offset was written an hour before: 3600 s, exactly.
+    A partition whose record was not read makes its topic's figure interpolated; a caught-up partition
+    needs no record, and a producer's clock ahead of ours is no lag."""
+    samples = LagTable()
+    samples.add("t", 0, 100, 10.0)
+    samples.add("t", 0, 200, 20.0)
+    samples.add("u", 0, 9, 25.0)
+    committed = {("t", 0): 100, ("t", 1): 50, ("u", 0): 5, ("v", 0): 3, ("w", 0): 7}
+    ends = {("t", 0): 200, ("t", 1): 50, ("u", 0): 9, ("v", 0): 3, ("w", 0): 8}
+    times = {("t", 0, 100): 5_000.0, ("u", 0, 6): 8_000.0, ("w", 0, 7): 8_700.5}
+    lags = topic_lags(committed, ends, samples, now=30.0, record_times=times, wall_now=8_600.0)
+    assert {t: (lag.lag_seconds, lag.lag_seconds_method) for t, lag in lags.items()} == {
+        "t": (3600.0, "record"), "u": (5.0, "interpolated"), "v": (0.0, "record"), "w": (0.0, "record")}
+    # a topic kmon may not read stays interpolated, caught up too (its series keep their label)
+    assert topic_lags({("v", 0): 3}, {("v", 0): 3}, samples, 30.0, {}, 8_600.0, {"v"})["v"].lag_seconds_method \
+        == "interpolated"
+    # record times off (--lag-from-samples): every figure interpolated
+    assert topic_lags(committed, ends, samples, now=30.0)["t"] == TopicLag(100, 20.0, {0: 100, 1: 0}, "interpolated")
+
+
+def test_the_offsets_whose_records_are_wanted_are_those_with_lag() -> None:
+    committed = {"g": {("t", 0): 100, ("t", 1): 50, ("u", 0): -1}, "h": {("t", 0): 120, ("x", 0): 1}}
+    assert wanted_offsets(committed, {("t", 0): 200, ("t", 1): 50, ("u", 0): 9}) == {("t", 0, 100), ("t", 0, 120)}
 
 
 def test_committed_beyond_the_sampled_end_is_no_lag() -> None:

@@ -253,14 +253,16 @@ def test_reassignment_znode_counts_reassigning_partitions():
 
 def test_group_view():
     g = GroupState("g", "PreparingRebalance", 12, members=(GroupMember("m1", "c", "h"),),
-                   lag={"t": TopicLag(42, 3.5)})
+                   lag={"t": TopicLag(42, 3.5, lag_seconds_method="record"), "u": TopicLag(1, 2.0, {0: 1}, "interpolated")})
     s = series(rec("group", "group:g", g, {"rebalances": 4}, source="groups", state_since_ms=4_000),
                now_ms=10_000)
     assert labelled(s, "kmon_consumer_group_state", "state")["PreparingRebalance"] == 1
     assert [value(s, f"kmon_consumer_group_{name}", group="g", type="classic")
             for name in ("members", "generation", "rebalances_total", "state_seconds")] == [1, 12, 4, 6.0]
     assert value(s, "kmon_consumer_group_lag", group="g", type="classic", topic="t") == 42
-    assert value(s, "kmon_consumer_group_lag_seconds", group="g", type="classic", topic="t") == 3.5
+    assert value(s, "kmon_consumer_group_lag_seconds", group="g", type="classic", topic="t", method="record") == 3.5
+    assert value(s, "kmon_consumer_group_lag_seconds", group="g", type="classic", topic="u",
+                 method="interpolated") == 2.0
 
 
 # ------------------------------------------------------------------ quorum (KRaft)
