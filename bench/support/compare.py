@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 Row = dict[str, object]
 Log = Callable[[str], None]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # benches whose JSON on stderr is a list of rows (soak and peers print tables of their own)
 ROW_BENCHES = ("scrape", "stream", "idle", "zk", "kraft", "buffer", "groups", "failover", "startup")
 
