@@ -199,6 +199,8 @@ class TopicLag:
     # how lag_seconds was had: the oldest unread record's own timestamp ("record"), or interpolated
     # from (end offset, time) samples where a partition's record could not be read ("interpolated")
     lag_seconds_method: Literal["record", "interpolated"] | None = None
+    # the topic's retention.ms as its brokers apply it (-1: forever); None where unknown
+    retention_ms: Annotated[int, Range(-1, INT64_MAX)] | None = None
 
 
 @dataclass(frozen=True)

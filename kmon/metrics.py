@@ -161,6 +161,10 @@ CATALOG: tuple[MetricSpec, ...] = (
        "Time behind: the age of the oldest unread record, read from the topic (method=record), or where kmon "
        "may not read it, interpolated from (end offset, time) samples (method=interpolated); 0 when caught up.",
        "groups"),
+    _m("consumer_group_retention_used_ratio", "gauge", ("group", "type", "topic"),
+       "The oldest unread record's age over the topic's retention.ms: at 1, retention deletes records the group has "
+       "not read (time-based retention; absent for a topic kept forever or whose config kmon may not read).",
+       "groups"),
     # the monitor itself (streaming app)
     _m("events_total", "counter", ("source", "kind"), "Events applied to the views.", "self"),
     _m("malformed_total", "counter", ("source",), "Events that could not be parsed or applied.", "self"),

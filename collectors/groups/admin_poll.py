@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Mapping
 
@@ -22,6 +23,7 @@ from collectors.groups.lag import LagTable
 from collectors.groups.offsets_reader import OFFSETS_TOPIC
 from collectors.groups.outputs import SOURCE, Emitter
 from collectors.groups.record_times import RecordTimes, wanted_offsets
+from collectors.groups.retention import DESCRIBE_BATCH, TopicRetention, describe
 from collectors.groups.refusing import Broker, PollGate, refusing
 from collectors.groups.states import state_from_description, topic_lags
 from kmon.events import GroupState, TopicLag
@@ -85,6 +87,7 @@ class AdminPoller:
         self._offsets_read = offsets_read
         self._samples = LagTable()
         self._record_times = record_times   # None: lag in seconds from the samples only
+        self._retention = TopicRetention()
         self._sampled: set[PartitionKey] = set()
         self._lags: dict[str, dict[str, TopicLag]] = {}   # latest lag per group, sent with every event
         self._judge = ConsumerStatus(config.stall_window_s)
@@ -173,8 +176,20 @@ class AdminPoller:
                                              self._stop)
         unreadable = self._record_times.unreadable() if self._record_times is not None else set()
         wall_now = time.time()
-        return {g: topic_lags(committed.get(g, {}), end_offsets, self._samples, now, times, wall_now, unreadable)
+        lags = {g: topic_lags(committed.get(g, {}), end_offsets, self._samples, now, times, wall_now, unreadable)
                 for g in groups}
+        retention = self._retention_of({t for by_topic in lags.values() for t in by_topic})
+        return {g: {t: replace(lag, retention_ms=retention.get(t)) for t, lag in by_topic.items()}
+                for g, by_topic in lags.items()}
+
+    def _retention_of(self, topics: set[str]) -> dict[str, int]:
+        """retention.ms of the topics groups commit to (asked again every few minutes)."""
+        self._retention.forget_except(topics)
+        if stale := self._retention.stale(topics):
+            timeout = self._config.request_timeout_s
+            self._retention.learn(stale, self._gather("describe_configs", stale, describe(self._admin, timeout),
+                                                      DESCRIBE_BATCH))
+        return self._retention.of(topics)
 
     def _judged(self, groups: set[str]) -> set[str]:
         """Each group's lag and the verdict on its consumers as of this poll; the groups whose

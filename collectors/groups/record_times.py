@@ -83,7 +83,9 @@ class RecordTimes:
         starts = {k: offsets[0] for k, offsets in pending.items()}
         answered: set[tuple[str, int]] = set()
         refused: set[str] = set()
-        consumer.assign([TopicPartition(t, p, offsets[0]) for (t, p), offsets in pending.items()])
+        assigned = [TopicPartition(t, p, offsets[0]) for (t, p), offsets in pending.items()]
+        consumer.assign(assigned)
+        consumer.resume(assigned)   # a partition paused at an earlier call stays paused through its unassignment
         try:
             while pending and not stop.is_set() and (left := deadline - self._clock()) > 0:
                 for message in consumer.consume(CONSUME_BATCH, timeout=min(0.5, left)):
@@ -143,6 +145,7 @@ class RecordTimes:
             self._known.popitem(last=False)
         if not offsets:
             del pending[key]
+            consumer.pause([TopicPartition(*key)])
         elif offsets[0] > message.offset() + SEEK_GAP:
             consumer.seek(TopicPartition(key[0], key[1], offsets[0]))
         return None
@@ -156,9 +159,10 @@ class RecordTimes:
                 "enable.auto.offset.store": False,
                 "enable.partition.eof": True,
                 "auto.offset.reset": "earliest",
-                # one record is wanted of each partition: no prefetch, small fetches, no wait at the end
-                "queued.min.messages": 1,
+                # a few records are wanted of each partition: small fetches, little prefetched (a partition is
+                # paused once read), no wait at the end. (queued.min.messages=1 left most partitions unfetched.)
                 "max.partition.fetch.bytes": 65536,
+                "queued.max.messages.kbytes": 1024,
                 "fetch.wait.max.ms": 10,
                 "logger": LibrdkafkaLog(log),
                 **({"error_cb": self._error_cb} if self._error_cb else {}),

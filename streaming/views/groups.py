@@ -55,3 +55,6 @@ def _samples(record: EntityRecord) -> Iterator[Sample]:
         if lag.lag_seconds is not None:
             yield "kmon_consumer_group_lag_seconds", {**group, "topic": t,
                                                       "method": lag.lag_seconds_method or "interpolated"}, lag.lag_seconds
+            if lag.retention_ms is not None and lag.retention_ms > 0:   # -1: kept forever, no margin to lose
+                yield ("kmon_consumer_group_retention_used_ratio", {**group, "topic": t},
+                       lag.lag_seconds / (lag.retention_ms / 1000))

@@ -236,6 +236,7 @@ def test_lag_in_messages_and_seconds_then_group_deleted(scenario: Scenario) -> N
         "kmon_collector_end_offsets_unknown", {"cluster": "test"})
     assert unknown == 0
     assert first.lag_seconds_method == "record"
+    assert first.retention_ms == 24 * 3600 * 1000   # the stack's brokers keep a day (log.retention.hours)
     assert abs(first.lag_seconds - (time.time() - hour_ago)) < 10, first
     grown = eventually(lambda: (x := lag()) and x.lag_seconds > first.lag_seconds + 1 and x, 30,
                        "lag seconds growing while the group is stopped")

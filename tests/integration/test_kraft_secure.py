@@ -122,6 +122,10 @@ def test_lag_in_seconds_read_from_the_records_where_kmon_may_read_them_and_inter
     eventually(lambda: (lag_seconds("lag-open", "record") or 0) >= 3600, 60, "the open topic's lag from its records")
     eventually(lambda: lag_seconds("lag-private", "interpolated") is not None, 30, "the private topic's interpolated")
     assert lag_seconds("lag-private", "interpolated") < 600   # no sample can know the records' hour
+    # an hour of the day the stack's brokers keep records; the private topic's config is not kmon's to read
+    ratio = v(secure, "kmon_consumer_group_retention_used_ratio", group=group, type="classic", topic="lag-open")
+    assert ratio is not None and 3600 / 86400 <= ratio < 3700 / 86400, ratio
+    assert v(secure, "kmon_consumer_group_retention_used_ratio", group=group, type="classic", topic="lag-private") is None
     assert v(secure, "kmon_consumer_group_lag", group=group, type="classic", topic="lag-private") == 8
     log = Path(secure.component("collector-groups").log).read_text()
     assert log.count("kmon may not read the records of lag-private") == 1, log[-3000:]

@@ -24,9 +24,13 @@ class Message:
 class Seeks:
     def __init__(self) -> None:
         self.to: list[tuple[str, int, int]] = []
+        self.paused: list[tuple[str, int]] = []
 
     def seek(self, tp: TopicPartition) -> None:
         self.to.append((tp.topic, tp.partition, tp.offset))
+
+    def pause(self, tps: list[TopicPartition]) -> None:
+        self.paused += [(tp.topic, tp.partition) for tp in tps]
 
 
 def reader() -> RecordTimes:
@@ -43,8 +47,10 @@ def test_a_record_is_the_time_of_every_wanted_offset_up_to_it_and_a_far_one_is_s
     assert consumer.to == [("t", 0, 9 + SEEK_GAP + 50)]   # seeks past the records between
     assert times._known == {("t", 0, 5): 1.0, ("t", 0, 6): 2.0, ("t", 0, 9): 4.0}
     assert answered == {("t", 0)} and pending == {("t", 0): [9 + SEEK_GAP + 50]}
+    assert consumer.paused == []
     times._take(consumer, Message("t", 0, 200, 9000), pending, starts, answered)
     assert pending == {} and times._known[("t", 0, 159)] == 9.0
+    assert consumer.paused == [("t", 0)]   # read: no more fetched of it
 
 
 def test_refusals_the_end_and_records_without_a_time() -> None:

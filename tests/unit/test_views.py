@@ -253,7 +253,8 @@ def test_reassignment_znode_counts_reassigning_partitions():
 
 def test_group_view():
     g = GroupState("g", "PreparingRebalance", 12, members=(GroupMember("m1", "c", "h"),),
-                   lag={"t": TopicLag(42, 3.5, lag_seconds_method="record"), "u": TopicLag(1, 2.0, {0: 1}, "interpolated")})
+                   lag={"t": TopicLag(42, 3.5, lag_seconds_method="record", retention_ms=7000),
+                        "u": TopicLag(1, 2.0, {0: 1}, "interpolated", retention_ms=-1)})
     s = series(rec("group", "group:g", g, {"rebalances": 4}, source="groups", state_since_ms=4_000),
                now_ms=10_000)
     assert labelled(s, "kmon_consumer_group_state", "state")["PreparingRebalance"] == 1
@@ -263,6 +264,9 @@ def test_group_view():
     assert value(s, "kmon_consumer_group_lag_seconds", group="g", type="classic", topic="t", method="record") == 3.5
     assert value(s, "kmon_consumer_group_lag_seconds", group="g", type="classic", topic="u",
                  method="interpolated") == 2.0
+    # 3.5 s of a 7 s retention used; a topic kept forever has no margin to lose
+    assert value(s, "kmon_consumer_group_retention_used_ratio", group="g", type="classic", topic="t") == 0.5
+    assert value(s, "kmon_consumer_group_retention_used_ratio", group="g", type="classic", topic="u") is None
 
 
 # ------------------------------------------------------------------ quorum (KRaft)
