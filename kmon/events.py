@@ -201,6 +201,10 @@ class TopicLag:
     lag_seconds_method: Literal["record", "interpolated"] | None = None
     # the topic's retention.ms as its brokers apply it (-1: forever); None where unknown
     retention_ms: Annotated[int, Range(-1, INT64_MAX)] | None = None
+    # per partition: the group's committed offset (share groups: the share-partition start offset) and the
+    # partition's log start offset where it was read; records between the two were deleted unread
+    committed: Mapping[Int32, Int64] = field(default_factory=dict)
+    log_start: Mapping[Int32, Int64] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

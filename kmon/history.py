@@ -8,7 +8,7 @@ metric: the writer, the reader, the README and the tests take the kinds and colu
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 # kind -> what one row of it says. "old"/"new" hold the values before and after.
 TRANSITION_KINDS: dict[str, str] = {
@@ -35,17 +35,26 @@ TRANSITION_KINDS: dict[str, str] = {
     "reassignment_finished": "a partition's move completed (old: its replicas before, new: after)",
     "group_state_change": "a consumer group changed state (old/new: the state)",
     "rebalance": "a consumer group completed a rebalance (generation: the new one)",
+    "records_lost": "a partition's log start offset passed records a consumer group had not read: retention or "
+                    "DeleteRecords deleted them (old: the first of them, new: the new log start offset; counted: "
+                    "new - old)",
 }
 
 class Counted(NamedTuple):
     """One counted transition, named once: the counter the views export, the key of its count in an
-    entity's record (per broker where ``per_broker``), and the history kinds whose rows it counts,
-    one each. The fold counts from the rows (streaming/fold/entity.py), so a counter is the number of
-    rows of its kinds with its labels, by construction."""
+    entity's record (per broker where ``per_broker``, per topic where ``per_topic``), and the history
+    kinds whose rows it counts, one each unless ``amount`` says how many a row holds. The fold counts
+    from the rows (streaming/fold/entity.py), so a counter is the sum of the rows of its kinds with its
+    labels, by construction."""
     metric: str
     key: str
     kinds: tuple[str, ...]
     per_broker: bool = False
+    per_topic: bool = False
+    amount: Callable[["Transition"], int] | None = None
+
+    def of(self, row: "Transition") -> int:
+        return 1 if self.amount is None else self.amount(row)
 
 
 ISR_SHRINKS = "isr_shrinks"
@@ -55,6 +64,12 @@ UNCLEAN_LEADER_ELECTIONS = "unclean_leader_elections"
 ELR_LEADER_ELECTIONS = "elr_leader_elections"
 CONTROLLER_CHANGES = "controller_changes"
 REBALANCES = "rebalances"
+LOST_MESSAGES = "lost_messages"
+
+
+def _records_between(row: "Transition") -> int:
+    return int(row.new or 0) - int(row.old or 0)
+
 
 COUNTED: tuple[Counted, ...] = (
     Counted("kmon_isr_shrinks_total", ISR_SHRINKS, ("isr_shrink",), per_broker=True),
@@ -65,8 +80,15 @@ COUNTED: tuple[Counted, ...] = (
     Counted("kmon_elr_leader_elections_total", ELR_LEADER_ELECTIONS, ("elr_leader_election",)),
     Counted("kmon_controller_changes_total", CONTROLLER_CHANGES, ("controller_change",)),
     Counted("kmon_consumer_group_rebalances_total", REBALANCES, ("rebalance",)),
+    Counted("kmon_consumer_group_lost_messages_total", LOST_MESSAGES, ("records_lost",), per_topic=True,
+            amount=_records_between),
 )
-# history kind -> the counters one of its rows adds 1 to
+def topic_key(key: str, topic: str) -> str:
+    """Where a ``per_topic`` counter of an entity keeps one topic's count among its counters."""
+    return f"{key}:{topic}"
+
+
+# history kind -> the counters one of its rows adds to
 COUNTED_BY_KIND: dict[str, tuple[Counted, ...]] = {
     kind: tuple(c for c in COUNTED if kind in c.kinds) for kind in {k for c in COUNTED for k in c.kinds}}
 

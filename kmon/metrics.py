@@ -161,6 +161,10 @@ CATALOG: tuple[MetricSpec, ...] = (
        "Time behind: the age of the oldest unread record, read from the topic (method=record), or where kmon "
        "may not read it, interpolated from (end offset, time) samples (method=interpolated); 0 when caught up.",
        "groups"),
+    _m("consumer_group_lost_messages_total", "counter", ("group", "type", "topic"),
+       "Records the group had not read that retention or DeleteRecords deleted: how far each partition's log "
+       "start offset passed the group's committed offset, as kmon saw them (history kind records_lost).",
+       "groups"),
     _m("consumer_group_retention_used_ratio", "gauge", ("group", "type", "topic"),
        "The oldest unread record's age over the topic's retention.ms: at 1, retention deletes records the group has "
        "not read (time-based retention; absent for a topic kept forever or whose config kmon may not read).",

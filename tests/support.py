@@ -244,13 +244,13 @@ def history_disagreements(stack: LocalStack, cluster: str) -> list[str]:
     assert stack.state
     exported = metrics(stack.state.stream_port)
     history = current_incarnations(history_rows(stack, cluster))
-    kinds = {c.metric: c.kinds for c in COUNTED}
+    counted = {c.metric: c for c in COUNTED}
     out = []
     for (name, label_set), n in exported.items():
         labels = {k: x for k, x in label_set if k in Transition._fields}   # a group's type is no column
-        if name not in kinds or labels.pop("cluster") != cluster:
+        if name not in counted or labels.pop("cluster") != cluster:
             continue
-        count = sum(1 for t in history if t.kind in kinds[name]
+        count = sum(counted[name].of(t) for t in history if t.kind in counted[name].kinds
                     and all(str(getattr(t, k)) == x for k, x in labels.items()))
         if count != n:
             out.append(f"{name}{labels}: exported {n}, in the history {count}")

@@ -176,8 +176,10 @@ class AdminPoller:
                                              self._stop)
         unreadable = self._record_times.unreadable() if self._record_times is not None else set()
         wall_now = time.time()
-        lags = {g: topic_lags(committed.get(g, {}), end_offsets, self._samples, now, times, wall_now, unreadable)
-                for g in groups}
+        log_starts, _ = self._list_offsets(sorted({tp for g in groups for tp in committed.get(g, {})}),
+                                           OffsetSpec.earliest())
+        lags = {g: topic_lags(committed.get(g, {}), end_offsets, self._samples, now, times, wall_now, unreadable,
+                              log_starts) for g in groups}
         retention = self._retention_of({t for by_topic in lags.values() for t in by_topic})
         return {g: {t: replace(lag, retention_ms=retention.get(t)) for t, lag in by_topic.items()}
                 for g, by_topic in lags.items()}
@@ -320,14 +322,16 @@ class AdminPoller:
         self._sampled = set(partitions)
         return end_offsets
 
-    def _list_offsets(self, partitions: list[PartitionKey]) -> tuple[dict[PartitionKey, int], dict[PartitionKey, BaseException]]:
-        """End offsets, and why the others are missing. A partition without a leader is
-        answered with a negative offset, not an error: unknown, not 0."""
+    def _list_offsets(self, partitions: list[PartitionKey], spec: OffsetSpec | None = None
+                      ) -> tuple[dict[PartitionKey, int], dict[PartitionKey, BaseException]]:
+        """End offsets (log start offsets with ``OffsetSpec.earliest()``), and why the others are missing.
+        A partition without a leader is answered with a negative offset, not an error: unknown, not 0."""
         timeout = self._config.request_timeout_s
+        wanted = spec if spec is not None else OffsetSpec.latest()
 
         def submit(batch: list[PartitionKey]) -> dict:
             futures = self._admin.list_offsets(
-                {TopicPartition(t, p): OffsetSpec.latest() for t, p in batch}, request_timeout=timeout)
+                {TopicPartition(t, p): wanted for t, p in batch}, request_timeout=timeout)
             return {(tp.topic, tp.partition): f for tp, f in futures.items()}
 
         gathered = self._gather("list_offsets", partitions, submit, END_OFFSETS_BATCH)

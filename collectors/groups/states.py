@@ -123,13 +123,16 @@ def state_from_description(desc: ConsumerGroupDescription) -> GroupState:
 
 def topic_lags(committed: Mapping[PartitionKey, int], end_offsets: Mapping[PartitionKey, int],
                samples: LagTable, now: float, record_times: Mapping[tuple[str, int, int], float] | None = None,
-               wall_now: float = 0.0, unreadable: Collection[str] = ()) -> dict[str, TopicLag]:
+               wall_now: float = 0.0, unreadable: Collection[str] = (),
+               log_starts: Mapping[PartitionKey, int] | None = None) -> dict[str, TopicLag]:
     """Lag per topic of one group: messages summed over its partitions, seconds its worst partition's.
     A partition's seconds are ``wall_now`` minus the time of the record at its committed offset where
     ``record_times`` has it (the oldest unread record's age), else the estimate from the end-offset
     samples at monotonic ``now``. A topic's are "interpolated" if any of its partitions' were, or if its
     records are not read (``record_times`` None, or the topic ``unreadable``: then a caught-up group's 0 is
-    too, so that its series keeps its label). Partitions without a known end offset are left out."""
+    too, so that its series keeps its label). Each partition's committed offset, and its log start offset
+    where ``log_starts`` has it, go with it (what the stream counts lost records from). Partitions without a
+    known end offset are left out."""
     per_topic: dict[str, dict[int, int]] = {}
     seconds: dict[str, float | None] = {}
     interpolated = set(unreadable) if record_times is not None else {t for t, _ in committed}
@@ -150,9 +153,12 @@ def topic_lags(committed: Mapping[PartitionKey, int], end_offsets: Mapping[Parti
             seconds[topic] = max(seconds.get(topic) or 0.0, estimate)
         else:
             seconds.setdefault(topic, None)
+    starts = log_starts or {}
     return {topic: TopicLag(lag=sum(parts.values()), lag_seconds=seconds[topic], partitions=parts,
                             lag_seconds_method=None if seconds[topic] is None
-                            else "interpolated" if topic in interpolated else "record")
+                            else "interpolated" if topic in interpolated else "record",
+                            committed={p: committed[(topic, p)] for p in parts},
+                            log_start={p: starts[(topic, p)] for p in parts if (topic, p) in starts})
             for topic, parts in per_topic.items()}
 
 

@@ -16,7 +16,7 @@ from typing import Any, Mapping, NamedTuple, NewType, TypeVar
 from kmon.codec import from_plain, parse_json, to_json
 from kmon.events import (MARKER_KINDS, STATE_TYPES, BrokerId, Event, GroupState, Int64, MalformedEvent, Source,
                          SnapshotMarker)
-from kmon.history import COUNTED_BY_KIND, Transition
+from kmon.history import COUNTED_BY_KIND, Transition, topic_key
 from streaming.fold.history import rows
 
 RESYNCS = "resyncs"   # a snapshot marker's counter: no transition of the cluster, no history row
@@ -211,11 +211,13 @@ def _tally(told: tuple[Transition, ...]) -> tuple[dict[str, int], dict[str, dict
     per_broker: dict[str, dict[int, int]] = {}
     for row in told:
         for counted in COUNTED_BY_KIND.get(row.kind, ()):
+            n = counted.of(row)
             if counted.per_broker:
                 by_broker = per_broker.setdefault(counted.key, {})
-                by_broker[row.broker] = by_broker.get(row.broker, 0) + 1
+                by_broker[row.broker] = by_broker.get(row.broker, 0) + n
             else:
-                counts[counted.key] = counts.get(counted.key, 0) + 1
+                key = topic_key(counted.key, row.topic) if counted.per_topic and row.topic else counted.key
+                counts[key] = counts.get(key, 0) + n
     return counts, per_broker
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from kmon.events import BrokerState, ControllerState, Event, GroupState, PartitionState, TopicState
 from kmon.history import Transition
 from streaming.fold.transitions import (RECOVERING, broker_transitions, controller_transitions, group_transitions,
-                                        partition_transitions, saw_every_version)
+                                        partition_transitions, records_lost_from, saw_every_version)
 
 
 def rows(prev: Any, new: Any, event: Event, first_sight: bool) -> tuple[Transition, ...]:
@@ -127,6 +127,24 @@ def _group(prev: GroupState | None, new: GroupState | None, base: dict) -> list[
         rows.append(Transition(**at, kind="rebalance", generation=generation, old=str(generation - 1),
                                new=str(generation),
                                detail=members if generation == new.generation else "between two polls"))
+    return rows + _records_lost(prev, new, at)
+
+
+def _records_lost(prev: GroupState, new: GroupState, at: dict) -> list[Transition]:
+    """The records each partition's log start offset passed since the last lag while the group's committed
+    offset was behind them: from the new committed offset or the last log start, whichever is later, to the
+    new log start (transitions.records_lost_from)."""
+    rows = []
+    for topic, lag in sorted(new.lag.items()):
+        before = prev.lag.get(topic)
+        if before is None:
+            continue
+        for partition, start in sorted(lag.log_start.items()):
+            first = records_lost_from(before.log_start.get(partition), lag.committed.get(partition), start)
+            if first is not None:
+                rows.append(Transition(**at, kind="records_lost", topic=topic, partition=partition, old=str(first),
+                                       new=str(start), detail=f"{start - first} record(s) deleted unread; committed "
+                                                              f"offset {lag.committed[partition]}"))
     return rows
 
 

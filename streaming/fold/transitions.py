@@ -105,3 +105,15 @@ def group_transitions(prev: GroupState | None, new: GroupState) -> int:
     if prev is None or prev.generation < 0 or new.generation < 0:  # -1: generation unknown
         return 0
     return max(0, new.generation - prev.generation)
+
+
+def records_lost_from(start_before: int | None, committed: int | None, start: int) -> int | None:
+    """The first offset of the records a partition's log start offset passed unread, since it was
+    ``start_before``, now that it is ``start`` and the group's committed offset ``committed``; None if none.
+    Those below ``start_before`` were counted then; those below ``committed`` the group had read. (A group
+    that caught up past the old start and was reset to the new one between two looks shows nothing lost:
+    kmon counts what it saw behind the log start.)"""
+    if start_before is None or committed is None:
+        return None
+    first = max(committed, start_before)
+    return first if start > first else None

@@ -1,6 +1,6 @@
 """The groups family: each consumer group's state, members, generation (a modern group's epoch),
-rebalances, time in its state, assignor, lag and the verdict on its consumers (per partition where
-not ok), and for the protocols of Kafka 4 (consumer, share, streams) its target assignment's epoch
+rebalances, time in its state, assignor, lag, records lost unread and the verdict on its consumers
+(per partition where not ok), and for the protocols of Kafka 4 (consumer, share, streams) its target assignment's epoch
 and the members still reconciling. Every series carries the
 group's type. Rendered per group, so a change re-renders its group only; the time in state is
 rendered by each scrape."""
@@ -9,13 +9,14 @@ from __future__ import annotations
 from typing import Iterator
 
 from kmon.events import GroupState
-from kmon.history import REBALANCES
+from kmon.history import LOST_MESSAGES, REBALANCES, topic_key
 from kmon.metrics import CONSUMER_STATUSES, GROUP_STATES
 from streaming.fold.entity import EntityRecord
 from streaming.views.cluster import ClusterModel
 from streaming.views.exposition import Sample, Since, Text, render
 
 FAMILY = "groups"
+LOST_PREFIX = topic_key(LOST_MESSAGES, "")
 
 
 def render_family(model: ClusterModel) -> list[Text]:
@@ -50,6 +51,10 @@ def _samples(record: EntityRecord) -> Iterator[Sample]:
         topic, _, partition = where.rpartition(":")
         yield "kmon_consumer_group_partition_status", {**group, "topic": topic, "partition": partition,
                                                        "status": verdict}, 1
+    # 0 from the first lag on, so that the first loss is an increase Prometheus sees
+    for t in sorted(g.lag.keys() | {k.split(":", 1)[1] for k in record.counters if k.startswith(LOST_PREFIX)}):
+        yield "kmon_consumer_group_lost_messages_total", {**group, "topic": t}, \
+            record.counters.get(topic_key(LOST_MESSAGES, t), 0)
     for t, lag in g.lag.items():
         yield "kmon_consumer_group_lag", {**group, "topic": t}, lag.lag
         if lag.lag_seconds is not None:

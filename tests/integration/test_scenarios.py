@@ -652,3 +652,37 @@ def test_14_a_broker_restarted_while_the_collector_was_down_is_gone_and_back_in_
                f"broker {broker}'s restart in the history")
     assert v(mon, "kmon_brokers") == 3
     assert_history_agrees(mon, CLUSTER)
+
+
+def test_15_records_deleted_before_a_group_read_them_are_counted_exactly_and_alerted(mon: LocalStack) -> None:
+    """Issue 50: a group 5 records into a partition of 30. DeleteRecords up to offset 20 deletes 15 records it had
+    not read, then up to 25 five more: 20 lost, exactly, in two history rows, and ConsumerGroupDataLoss fires."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+    topic, group = "s15-deleted-unread", "s15-group"
+    create_topic(mon, topic, partitions=1, rf=3)
+    assert mon.state
+    producer = Producer({"bootstrap.servers": mon.state.bootstrap_servers})
+    for i in range(30):
+        producer.produce(topic, value=b"r%d" % i)
+    assert producer.flush(30) == 0
+    committer = Consumer({"bootstrap.servers": mon.state.bootstrap_servers, "group.id": group,
+                          "enable.auto.commit": False})
+    try:
+        committer.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+    finally:
+        committer.close()
+
+    def lost() -> float | None:
+        return v(mon, "kmon_consumer_group_lost_messages_total", group=group, type="classic", topic=topic)
+    eventually(lambda: lost() == 0 and v(mon, "kmon_consumer_group_lag", group=group, type="classic", topic=topic) == 25,
+               90, "the group's lag exported, nothing lost yet")
+    admin = AdminClient({"bootstrap.servers": mon.state.bootstrap_servers})
+    for before, expected in ((20, 15), (25, 20)):
+        tp = TopicPartition(topic, 0, before)
+        admin.delete_records([tp])[tp].result(30)
+        eventually(lambda: lost() == expected, 60, f"{expected} records deleted unread")
+    rows = [t for t in history_rows(mon, CLUSTER) if t.kind == "records_lost" and t.group == group]
+    assert [(t.topic, t.partition, t.old, t.new) for t in rows] == [(topic, 0, "5", "20"), (topic, 0, "20", "25")]
+    eventually(lambda: "ConsumerGroupDataLoss" in firing(mon), 60, "ConsumerGroupDataLoss firing")
+    assert_history_agrees(mon, CLUSTER)

@@ -31,7 +31,7 @@ DESIGN_ALERTS = (
     "NoActiveController", "ControllerFlapping", "IsrShrinking", "UnderReplicatedPartitions",
     "UnderMinIsr", "OfflinePartitions", "UncleanLeaderElection", "BrokerDown", "LeaderImbalance",
     "ConsumerGroupRebalanceStorm", "ConsumerGroupStuckRebalancing", "ConsumerGroupLagSeconds",
-    "ConsumerGroupNearDataLoss", "QuorumVoterLagging", "QuorumStalled", "BrokerFenced", "EligibleLeaderElection",
+    "ConsumerGroupDataLoss", "ConsumerGroupNearDataLoss", "QuorumVoterLagging", "QuorumStalled", "BrokerFenced", "EligibleLeaderElection",
     "KmonCollectorDown", "KmonPipelineStalled",
 )
 # Prometheus' own series a rule may use.

@@ -98,11 +98,13 @@ def test_topic_lag_sums_partitions_and_takes_the_worst_seconds() -> None:
         samples.add("t", partition, end, 10.0)
     samples.add("t", 0, 200, 20.0)
     committed = {("t", 0): 100, ("t", 1): 50, ("u", 0): 5, ("t", 2): 0}
-    lags = topic_lags(committed, {("t", 0): 200, ("t", 1): 50, ("u", 0): 9}, samples, now=30.0)
-    # t/2 has no end offset: left out; u has no samples: lag seconds unknown
+    lags = topic_lags(committed, {("t", 0): 200, ("t", 1): 50, ("u", 0): 9}, samples, now=30.0,
+                      log_starts={("t", 0): 60, ("u", 0): 0, ("t", 2): 0})
+    # t/2 has no end offset: left out; u has no samples: lag seconds unknown; each partition's committed
+    # offset and, where read, its log start go with it (t/1's start was not read)
     assert lags == {"t": TopicLag(lag=100, lag_seconds=20.0, partitions={0: 100, 1: 0},
-                                  lag_seconds_method="interpolated"),
-                    "u": TopicLag(lag=4, lag_seconds=None, partitions={0: 4})}
+                                  lag_seconds_method="interpolated", committed={0: 100, 1: 50}, log_start={0: 60}),
+                    "u": TopicLag(lag=4, lag_seconds=None, partitions={0: 4}, committed={0: 5}, log_start={0: 0})}
 
 
 def test_lag_seconds_is_the_age_of_the_record_at_the_committed_offset_where_it_was_read() -> None:
@@ -123,7 +125,8 @@ def test_lag_seconds_is_the_age_of_the_record_at_the_committed_offset_where_it_w
     assert topic_lags({("v", 0): 3}, {("v", 0): 3}, samples, 30.0, {}, 8_600.0, {"v"})["v"].lag_seconds_method \
         == "interpolated"
     # record times off (--lag-from-samples): every figure interpolated
-    assert topic_lags(committed, ends, samples, now=30.0)["t"] == TopicLag(100, 20.0, {0: 100, 1: 0}, "interpolated")
+    assert topic_lags(committed, ends, samples, now=30.0)["t"] == TopicLag(100, 20.0, {0: 100, 1: 0}, "interpolated",
+                                                                          committed={0: 100, 1: 50})
 
 
 def test_the_offsets_whose_records_are_wanted_are_those_with_lag() -> None:

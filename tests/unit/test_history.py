@@ -3,6 +3,7 @@ agree with the counters), the Parquet files, and ``kmon history``."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import os
 import re
 import signal
@@ -22,10 +23,10 @@ from hypothesis import strategies as st
 from cli.main import main
 from kmon.codec import encode
 from kmon.events import (BrokerState, ControllerState, Event, GroupMember, GroupState, LogMeta, PartitionState,
-                         QuorumReplica, QuorumState, TopicState)
+                         QuorumReplica, QuorumState, TopicLag, TopicState)
 from kmon.history import (CONTROLLER_CHANGES, COUNTED, ELR_LEADER_ELECTIONS, ISR_EXPANDS, ISR_SHRINKS,
-                          LEADER_ELECTIONS, REBALANCES, TRANSITION_KINDS, UNCLEAN_LEADER_ELECTIONS, Transition,
-                          order_key)
+                          LEADER_ELECTIONS, LOST_MESSAGES, REBALANCES, TRANSITION_KINDS, UNCLEAN_LEADER_ELECTIONS,
+                          Transition, order_key, topic_key)
 from streaming.fold.arrow import from_ipc, table, to_ipc
 from streaming.fold.entity_step import fold
 from streaming.fold.history import rows
@@ -73,6 +74,14 @@ def rows_of(events: list[Event]) -> list[Transition]:
         record, _, told = apply_event(record, e)
         out.extend(told)
     return out
+
+
+def behind(n: int, committed: dict[int, int], log_start: dict[int, int], topic: str = "t") -> Event:
+    """A lag poll of group g: its committed offsets and the partitions' log start offsets."""
+    e = group(n, 3)
+    lag = TopicLag(lag=1, lag_seconds=1.0, partitions={p: 1 for p in committed}, committed=committed,
+                   log_start=log_start)
+    return replace(e, data=replace(e.data, lag={topic: lag}))
 
 
 # ---------------------------------------------------------------- rows of one entity
@@ -185,6 +194,24 @@ def test_a_reassignment_starts_and_finishes_with_its_replicas():
         ("topic_created", "t", None, None, None),
         ("reassignment_started", "t", 0, "2,3,1", "2,3,4"),
         ("reassignment_finished", "t", 0, "2,3,1", "2,3,4")]
+
+
+def test_records_deleted_unread_are_counted_once_each_as_the_log_start_passes_the_committed_offset():
+    """Partition 0: committed at 10, the log start moves 5 -> 50 -> 80 (70 deleted unread, in two rows), then the
+    group resets to 80 and reads on: nothing more. Partition 1: the group caught up past the old start before
+    the deletion (committed 60, start 50): nothing lost. A partition first seen behind its start counts
+    nothing then: what happened before kmon looked is not told."""
+    events = [behind(1, {0: 10, 1: 30}, {0: 5, 1: 0}), behind(2, {0: 10, 1: 60}, {0: 50, 1: 50}),
+              behind(3, {0: 10, 1: 60, 2: 0}, {0: 80, 1: 50, 2: 40}), behind(4, {0: 80, 1: 60, 2: 0}, {0: 80, 1: 50, 2: 40}),
+              behind(5, {0: 90, 1: 60, 2: 40}, {0: 85, 1: 50, 2: 40})]
+    record, told = None, []
+    for e in events:
+        record, _, rows = apply_event(record, e)
+        told += rows
+    assert [(r.kind, r.topic, r.partition, r.old, r.new) for r in told] == [
+        ("records_lost", "t", 0, "10", "50"), ("records_lost", "t", 0, "50", "80")]
+    assert told[0].detail == "40 record(s) deleted unread; committed offset 10"
+    assert record.counters == {topic_key(LOST_MESSAGES, "t"): 70}
 
 
 def test_group_states_and_one_row_per_rebalance_including_generations_missed_between_polls():

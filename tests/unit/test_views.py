@@ -5,6 +5,7 @@ import pytest
 
 from kmon.events import (BrokerState, ControllerState, GroupMember, GroupState, PartitionState, QuorumReplica,
                          QuorumState, ReassignmentState, SnapshotMarker, TopicDeletionState, TopicLag)
+from kmon.history import LOST_MESSAGES, topic_key
 from kmon.metrics import CATALOG
 from streaming.fold.entity import EntityRecord
 from streaming.views import ViewOptions, Views
@@ -255,7 +256,8 @@ def test_group_view():
     g = GroupState("g", "PreparingRebalance", 12, members=(GroupMember("m1", "c", "h"),),
                    lag={"t": TopicLag(42, 3.5, lag_seconds_method="record", retention_ms=7000),
                         "u": TopicLag(1, 2.0, {0: 1}, "interpolated", retention_ms=-1)})
-    s = series(rec("group", "group:g", g, {"rebalances": 4}, source="groups", state_since_ms=4_000),
+    s = series(rec("group", "group:g", g, {"rebalances": 4, topic_key(LOST_MESSAGES, "t"): 15,
+                                            topic_key(LOST_MESSAGES, "gone"): 2}, source="groups", state_since_ms=4_000),
                now_ms=10_000)
     assert labelled(s, "kmon_consumer_group_state", "state")["PreparingRebalance"] == 1
     assert [value(s, f"kmon_consumer_group_{name}", group="g", type="classic")
@@ -264,6 +266,9 @@ def test_group_view():
     assert value(s, "kmon_consumer_group_lag_seconds", group="g", type="classic", topic="t", method="record") == 3.5
     assert value(s, "kmon_consumer_group_lag_seconds", group="g", type="classic", topic="u",
                  method="interpolated") == 2.0
+    # records deleted unread, per topic: 0 from the first lag on; a topic no longer in its lag keeps its count
+    assert [value(s, "kmon_consumer_group_lost_messages_total", group="g", type="classic", topic=t)
+            for t in ("t", "u", "gone")] == [15, 0, 2]
     # 3.5 s of a 7 s retention used; a topic kept forever has no margin to lose
     assert value(s, "kmon_consumer_group_retention_used_ratio", group="g", type="classic", topic="t") == 0.5
     assert value(s, "kmon_consumer_group_retention_used_ratio", group="g", type="classic", topic="u") is None

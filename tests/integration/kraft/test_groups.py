@@ -264,6 +264,10 @@ def test_g4_a_share_group_is_a_group_of_its_own_type(mon: LocalStack, processes:
     [left] = eventually(settled, 60, "the lag settled after the member left")
     produce(50)
     eventually(lambda: lag() == left + 50, 90, "50 more jobs nobody took")
+    # in seconds: the age of the record at a share-partition's start offset, read from the topic
+    eventually(lambda: (v(mon, "kmon_consumer_group_lag_seconds", group, type="share", topic=topic, method="record")
+                        or 0) > 0, 30, "the share group's lag in seconds from its oldest undelivered record")
+    assert (v(mon, "kmon_consumer_group_retention_used_ratio", group, type="share", topic=topic) or 0) > 0
 
 
 def test_g5_a_kafka_streams_application_is_a_streams_group(mon: LocalStack, processes: list[subprocess.Popen],
