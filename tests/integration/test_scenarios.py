@@ -566,7 +566,8 @@ def test_13_two_collectors_of_each_kind_count_every_transition_once(mon: LocalSt
             """The cluster's series but kmon's own and the times (each collector has its own clock),
             without the cluster label; counters of this test's topic and group only (the single pair
             counted the earlier scenarios too)."""
-            timed = {"kmon_consumer_group_state_seconds", "kmon_consumer_group_lag_seconds"}
+            timed = {"kmon_consumer_group_state_seconds", "kmon_consumer_group_lag_seconds",
+                     "kmon_consumer_group_retention_used_ratio"}   # the lag in seconds over the retention
             families = {m.name for m in CATALOG if m.family != "self"} - timed
             out = {}
             for (name, labels), x in metrics(mon.state.stream_port).items():  # type: ignore[union-attr]
