@@ -8,7 +8,7 @@ metric: the writer, the reader, the README and the tests take the kinds and colu
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
 # kind -> what one row of it says. "old"/"new" hold the values before and after.
 TRANSITION_KINDS: dict[str, str] = {
@@ -86,6 +86,12 @@ COUNTED: tuple[Counted, ...] = (
 def topic_key(key: str, topic: str) -> str:
     """Where a ``per_topic`` counter of an entity keeps one topic's count among its counters."""
     return f"{key}:{topic}"
+
+
+def topic_counts(counters: Mapping[str, int], key: str) -> dict[str, int]:
+    """A ``per_topic`` counter's count of each topic, from an entity's counters (topic_key's inverse)."""
+    prefix = topic_key(key, "")
+    return {k[len(prefix):]: n for k, n in counters.items() if k.startswith(prefix)}
 
 
 # history kind -> the counters one of its rows adds to

@@ -170,11 +170,11 @@ class AdminPoller:
     def _topic_lags(self, committed: Mapping[str, Mapping[PartitionKey, int]], end_offsets: Mapping[PartitionKey, int],
                     groups: set[str], now: float) -> dict[str, dict[str, TopicLag]]:
         """Each group's lag; in seconds from the records at the committed offsets where they can be read."""
-        times = None
+        times, unreadable = None, set()
         if self._record_times is not None:
             times = self._record_times.times(wanted_offsets({g: committed.get(g, {}) for g in groups}, end_offsets),
                                              self._stop)
-        unreadable = self._record_times.unreadable() if self._record_times is not None else set()
+            unreadable = self._record_times.unreadable()
         wall_now = time.time()
         log_starts, _ = self._list_offsets(sorted({tp for g in groups for tp in committed.get(g, {})}),
                                            OffsetSpec.earliest())
@@ -322,16 +322,15 @@ class AdminPoller:
         self._sampled = set(partitions)
         return end_offsets
 
-    def _list_offsets(self, partitions: list[PartitionKey], spec: OffsetSpec | None = None
+    def _list_offsets(self, partitions: list[PartitionKey], spec: OffsetSpec = OffsetSpec.latest()
                       ) -> tuple[dict[PartitionKey, int], dict[PartitionKey, BaseException]]:
         """End offsets (log start offsets with ``OffsetSpec.earliest()``), and why the others are missing.
         A partition without a leader is answered with a negative offset, not an error: unknown, not 0."""
         timeout = self._config.request_timeout_s
-        wanted = spec if spec is not None else OffsetSpec.latest()
 
         def submit(batch: list[PartitionKey]) -> dict:
             futures = self._admin.list_offsets(
-                {TopicPartition(t, p): wanted for t, p in batch}, request_timeout=timeout)
+                {TopicPartition(t, p): spec for t, p in batch}, request_timeout=timeout)
             return {(tp.topic, tp.partition): f for tp, f in futures.items()}
 
         gathered = self._gather("list_offsets", partitions, submit, END_OFFSETS_BATCH)

@@ -9,14 +9,13 @@ from __future__ import annotations
 from typing import Iterator
 
 from kmon.events import GroupState
-from kmon.history import LOST_MESSAGES, REBALANCES, topic_key
+from kmon.history import LOST_MESSAGES, REBALANCES, topic_counts
 from kmon.metrics import CONSUMER_STATUSES, GROUP_STATES
 from streaming.fold.entity import EntityRecord
 from streaming.views.cluster import ClusterModel
 from streaming.views.exposition import Sample, Since, Text, render
 
 FAMILY = "groups"
-LOST_PREFIX = topic_key(LOST_MESSAGES, "")
 
 
 def render_family(model: ClusterModel) -> list[Text]:
@@ -52,9 +51,9 @@ def _samples(record: EntityRecord) -> Iterator[Sample]:
         yield "kmon_consumer_group_partition_status", {**group, "topic": topic, "partition": partition,
                                                        "status": verdict}, 1
     # 0 from the first lag on, so that the first loss is an increase Prometheus sees
-    for t in sorted(g.lag.keys() | {k.split(":", 1)[1] for k in record.counters if k.startswith(LOST_PREFIX)}):
-        yield "kmon_consumer_group_lost_messages_total", {**group, "topic": t}, \
-            record.counters.get(topic_key(LOST_MESSAGES, t), 0)
+    lost = topic_counts(record.counters, LOST_MESSAGES)
+    for t in sorted(g.lag.keys() | lost.keys()):
+        yield "kmon_consumer_group_lost_messages_total", {**group, "topic": t}, lost.get(t, 0)
     for t, lag in g.lag.items():
         yield "kmon_consumer_group_lag", {**group, "topic": t}, lag.lag
         if lag.lag_seconds is not None:
