@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from collectors.groups.codec.offsets_codec import ConsumerGroupMetadata, decode_record
 from collectors.kafka_encoding import MalformedRecord
@@ -118,6 +119,34 @@ def java(stack: LocalStack, name: str, main: str, *args: str) -> subprocess.Pope
                              "-cp", stack.tools.kafka4_classpath, main, *args], stdout=log, stderr=subprocess.STDOUT)
 
 
+def records_behind_are_timed_then_lost(stack: LocalStack, group: str, group_type: str, topic: str) -> None:
+    """An empty group of any committing protocol set 5 records into 30 written an hour ago (an admin's
+    offset commit, as kafka-consumer-groups' reset does): its lag in seconds is read from the record at
+    its committed offset, then DeleteRecords to 20 loses 15 records it had not read."""
+    assert stack.state
+    create_topic(stack, topic, partitions=1, rf=3)
+    producer = Producer({"bootstrap.servers": stack.state.bootstrap_servers})
+    hour_ago_ms = int((time.time() - 3600) * 1000)
+    for i in range(30):
+        producer.produce(topic, value=b"r%d" % i, timestamp=hour_ago_ms)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": stack.state.bootstrap_servers})
+    [committed] = admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 5)])]).values()
+    committed.result(30)
+    labels = {"type": group_type, "topic": topic}
+    eventually(lambda: v(stack, "kmon_consumer_group_lag", group, **labels) == 25
+               and (v(stack, "kmon_consumer_group_lag_seconds", group, method="record", **labels) or 0) >= 3500
+               and v(stack, "kmon_consumer_group_lost_messages_total", group, **labels) == 0, 60,
+               "25 behind, the oldest of them an hour old, nothing lost yet")
+    tp = TopicPartition(topic, 0, 20)
+    admin.delete_records([tp])[tp].result(30)
+    eventually(lambda: v(stack, "kmon_consumer_group_lost_messages_total", group, **labels) == 15, 60,
+               "15 records deleted unread")
+    rows = [t for t in history_rows(stack, CLUSTER) if t.kind == "records_lost" and t.group == group]
+    assert [(t.topic, t.partition, t.old, t.new) for t in rows] == [(topic, 0, "5", "20")]
+
+
 @pytest.fixture
 def processes() -> Iterator[list[subprocess.Popen]]:
     """Processes a test starts, killed after it whatever happened."""
@@ -154,6 +183,7 @@ def test_g1_consumer_protocol_epoch_steps_are_counted_as_the_coordinator_wrote_t
     assert v(mon, "kmon_consumer_group_rebalances_total", group, type="consumer") == epochs[-1] - epochs[0]
     eventually(lambda: [t.generation for t in rebalance_rows(mon, group)] == list(range(epochs[0] + 1, epochs[-1] + 1)),
                30, "one history row per epoch step")
+    records_behind_are_timed_then_lost(mon, group, "consumer", "g1-behind")
 
 
 def test_g2_a_member_holding_its_partitions_keeps_the_group_reconciling(
@@ -268,6 +298,15 @@ def test_g4_a_share_group_is_a_group_of_its_own_type(mon: LocalStack, processes:
     eventually(lambda: (v(mon, "kmon_consumer_group_lag_seconds", group, type="share", topic=topic, method="record")
                         or 0) > 0, 30, "the share group's lag in seconds from its oldest undelivered record")
     assert (v(mon, "kmon_consumer_group_retention_used_ratio", group, type="share", topic=topic) or 0) > 0
+    # deleted undelivered: the share-partition start offsets stay where delivery stopped, so every
+    # record from them to the end is lost to the group
+    admin = AdminClient({"bootstrap.servers": mon.state.bootstrap_servers})
+    for tp in [TopicPartition(topic, p, -1) for p in (0, 1)]:   # -1: up to the end offset
+        admin.delete_records([tp])[tp].result(30)
+    eventually(lambda: v(mon, "kmon_consumer_group_lost_messages_total", group, type="share", topic=topic) == left + 50,
+               60, "every undelivered job counted lost")
+    rows = [t for t in history_rows(mon, CLUSTER) if t.kind == "records_lost" and t.group == group]
+    assert sorted(t.partition for t in rows) == [0, 1] and sum(int(t.new) - int(t.old) for t in rows) == left + 50, rows
 
 
 def test_g5_a_kafka_streams_application_is_a_streams_group(mon: LocalStack, processes: list[subprocess.Popen],
@@ -290,3 +329,4 @@ def test_g5_a_kafka_streams_application_is_a_streams_group(mon: LocalStack, proc
     app.wait(60)
     eventually(lambda: v(mon, "kmon_consumer_group_state", group, type="streams", state="Empty") == 1,
                60 + time.monotonic() - started, "empty once the application stopped")
+    records_behind_are_timed_then_lost(mon, group, "streams", "g5-behind")
