@@ -160,6 +160,7 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
                      "as the Kafka tools' --command-config; each can also be set as KMON_EVENTS_KAFKA_<KEY>")
     flags.flag(p, "--metrics-port", default=0, type=flags.port,
                 help="port of /metrics and /healthz (0 = a free port, logged at start)")
+    flags.web_flag(p)
     flags.flag(p, "--buffer-size", default=PublisherConfig.buffer_size, type=flags.positive_int,
                 help="events kept while the events cluster is unreachable; beyond it the oldest are "
                      "dropped and a resync follows")
@@ -205,7 +206,8 @@ def cmd_collect(parser: argparse.ArgumentParser, source: Source, args: argparse.
 def _collect(plan: Plan, events: PublisherConfig, args: argparse.Namespace) -> int:
     from collectors.runner import running
 
-    with running(plan.cluster, plan.make, events, args.metrics_port, probe_brokers=plan.probe_brokers) as collector:
+    with running(plan.cluster, plan.make, events, args.metrics_port, probe_brokers=plan.probe_brokers,
+                 web=args.web_config_file) as collector:
         log.info("collecting cluster %r from %s (%s) into %s on %s; metrics on port %d; SIGTERM or Ctrl-C stops",
                  plan.cluster, plan.reads, plan.security, events.topic, events.bootstrap_servers,
                  collector.metrics_port)

@@ -18,6 +18,7 @@ from collectors.broker_probe import BrokerProbe
 from collectors.protocol import Collector, EventSink
 from collectors.publisher import Publisher, PublisherConfig
 from collectors.telemetry import Telemetry
+from kmon.web_config import WebConfig
 
 log = logging.getLogger("kmon.collector")
 PLACEMENT_CHECK_S = 2.0   # how often to ask for the two cluster ids until both are known
@@ -33,9 +34,10 @@ class Running:
 
 @contextlib.contextmanager
 def running(cluster: str, make: Callable[[EventSink, Telemetry], Collector], events: PublisherConfig,
-            metrics_port: int | None = 0, probe_brokers: bool = False) -> Iterator[Running]:
+            metrics_port: int | None = 0, probe_brokers: bool = False, web: WebConfig | None = None) -> Iterator[Running]:
     """Start the collector ``make`` builds; on exit stop it, flush the events, close the HTTP server.
-    ``probe_brokers``: the collector emits the brokers' registrations; probe each (broker_probe.py)."""
+    ``probe_brokers``: the collector emits the brokers' registrations; probe each (broker_probe.py);
+    ``web``: the HTTP server's TLS and basic auth."""
     telemetry = Telemetry(cluster)
     publisher = Publisher(events, telemetry)
     probe = BrokerProbe(telemetry) if probe_brokers else None
@@ -46,7 +48,7 @@ def running(cluster: str, make: Callable[[EventSink, Telemetry], Collector], eve
     telemetry.add_health_check(publisher.health)
     started: list[Callable[[], object]] = []   # how to stop each part started, in the order started
     try:
-        port = None if metrics_port is None else telemetry.serve(metrics_port)
+        port = None if metrics_port is None else telemetry.serve(metrics_port, web=web)
         started.append(telemetry.close)
         publisher.start()
         started.append(publisher.close)

@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from kmon import http
 from kmon.metrics import BY_NAME, CATALOG
+from kmon.web_config import WebConfig
 
 log = logging.getLogger("kmon.collector.telemetry")
 
@@ -66,12 +67,15 @@ class Telemetry:
     def problems(self) -> list[str]:
         return [reason for check in self._checks if (reason := check()) is not None]
 
-    def serve(self, port: int, host: str = "") -> int:
-        """Serve /metrics and /healthz on ``port`` (0 = a free one) in a daemon thread; returns the port."""
+    def serve(self, port: int, host: str = "", web: WebConfig | None = None) -> int:
+        """Serve /metrics and /healthz on ``port`` (0 = a free one) in a daemon thread, with the TLS and
+        basic auth of ``web``; returns the port."""
+        web = web or WebConfig()
         self._server = http.serve(host, port, {"/metrics": self._metrics_page, "/healthz": self._health_page},
-                                  "kmon-telemetry-http")
+                                  "kmon-telemetry-http", web)
         bound = self._server.server_address[1]
-        log.info("metrics on http://%s:%d/metrics, health on /healthz", host or "0.0.0.0", bound)
+        log.info("metrics on %s://%s:%d/metrics, health on /healthz%s", web.scheme, host or "0.0.0.0", bound,
+                 web.describe())
         return bound
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ by the flag's own check; the flag and the variable win over the file. Example (R
       bootstrap-servers: events1:9092    # none: `kmon run` starts its own events node
     stream:
       metrics-port: 9308
+    web-config-file: web.yml             # TLS and basic auth of every kmon process's endpoints (README)
 
 An unknown key, a cluster named twice or a bad value is one error naming the file, the line and the key.
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from kmon import flags
+from kmon.web_config import WebConfig
 
 
 class ConfigError(ValueError):
@@ -78,6 +80,7 @@ class ConfigFile:
     clusters: tuple[ClusterEntry, ...]
     events: EventsEntry = EventsEntry()
     stream: StreamEntry = StreamEntry()
+    web: WebConfig | None = None   # web-config-file: the endpoints of every process that reads the file
 
     def cluster(self, name: str | None) -> ClusterEntry:
         """The entry named ``name``; None: the file's only one."""
@@ -97,6 +100,10 @@ def flag_values(command: str, config: ConfigFile, cluster: str | None) -> dict[s
     named ``cluster``, "stream", or "run"): its flags' values by their argparse names, and ``monitored_client`` /
     ``events_client`` for the inline client properties. What the file leaves out is not there."""
     events = config.events
+    if command == "run" and config.web is not None:
+        raise ConfigError(f"{config.path}: web-config-file: kmon run starts a Prometheus of its own, which scrapes "
+                          "kmon's endpoints over plain HTTP; give the web config to kmon's services (deploy/, the Helm "
+                          "chart)")
     if command == "run":   # the clusters: cmd_run reads them from the file itself
         values: dict[str, Any] = {
             "events_bootstrap_servers": events.bootstrap_servers, "events_command_config": events.command_config,
@@ -120,6 +127,8 @@ def flag_values(command: str, config: ConfigFile, cluster: str | None) -> dict[s
                      "collect groups": {"bootstrap_servers": entry.bootstrap_servers,
                                         "command_config": entry.command_config, "monitored_client": entry.client},
                      }[command]}
+    if command != "run":
+        values["web_config_file"] = config.web
     return {dest: value for dest, value in values.items() if value not in (None, {}, False)}
 
 
@@ -196,7 +205,7 @@ def load(path: Path, environ: Mapping[str, str] = os.environ) -> ConfigFile:
     if root is None:
         raise ConfigError(f"{path}: empty: the file names at least one cluster under 'clusters:'")
     reader = _Reader(path, environ)
-    top = reader.mapping(root, "the file", {"clusters", "events", "stream"})
+    top = reader.mapping(root, "the file", {"clusters", "events", "stream", "web-config-file"})
     if "clusters" not in top:
         raise ConfigError(f"{path}: no clusters: the file names at least one under 'clusters:'")
     clusters_node = top["clusters"][1]
@@ -213,7 +222,14 @@ def load(path: Path, environ: Mapping[str, str] = os.environ) -> ConfigFile:
     events = EventsEntry(**reader.section(top["events"][1], "events", _EVENTS_KEYS)) if "events" in top else EventsEntry()
     stream = (StreamEntry(**reader.section(top["stream"][1], "stream", _STREAM_KEYS, client=False))
               if "stream" in top else StreamEntry())
-    return ConfigFile(path, tuple(clusters.values()), events, stream)
+    web = None
+    if "web-config-file" in top:
+        node = top["web-config-file"][1]
+        try:
+            web = flags.web_config_file(str(path.parent / reader.scalar(node, "web-config-file")))
+        except argparse.ArgumentTypeError as e:
+            raise ConfigError(f"{reader.where(node)}: web-config-file: {e}") from None
+    return ConfigFile(path, tuple(clusters.values()), events, stream, web)
 
 
 class _Reader:

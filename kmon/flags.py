@@ -12,6 +12,9 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from kmon import web_config
+from kmon.web_config import WebConfig
+
 
 _CLUSTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")   # no "/": it separates cluster and entity in keys
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")          # Kafka's legal topic names
@@ -111,6 +114,22 @@ def readable_file(text: str) -> Path:
     except OSError as e:
         raise argparse.ArgumentTypeError(f"{text!r} cannot be read: {e.strerror or e}") from None
     return path
+
+
+def web_config_file(text: str) -> WebConfig:
+    """The file read and checked whole (kmon.web_config), so a mistake ends the command before it starts."""
+    try:
+        return web_config.load(readable_file(text))
+    except web_config.WebConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def web_flag(parser: argparse.ArgumentParser) -> None:
+    """--web-config-file: TLS, client certificates and basic auth of the process's HTTP endpoints."""
+    flag(parser, "--web-config-file", type=web_config_file, metavar="FILE",
+         help="TLS (tls_server_config), client certificates and basic auth (basic_auth_users, bcrypt hashes) of "
+              "this process's HTTP endpoints, in the Prometheus exporters' web config format (README: "
+              "\"Securing kmon's endpoints\"); plain HTTP, open to anyone who reaches the port, without it")
 
 
 def chroot(text: str) -> str:

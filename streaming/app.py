@@ -71,8 +71,9 @@ class StreamApp:
                                  cfg.events_topic)
         self._views = ViewThread(self.driver, around=FrozenAfterUse().paused)
         self._views.start()
-        self._server = serve_metrics(cfg.metrics_host, cfg.metrics_port, self.holder)
-        log.info("exporter on http://%s:%d/metrics", cfg.metrics_host, self.metrics_port)
+        self._server = serve_metrics(cfg.metrics_host, cfg.metrics_port, self.holder, cfg.web)
+        log.info("exporter on %s://%s:%d/metrics%s", cfg.web.scheme, cfg.metrics_host, self.metrics_port,
+                 cfg.web.describe())
         started = time.monotonic()
         log.info("starting Spark (%s)...", cfg.master or "master from spark-submit")
         self._spark = _session(cfg)

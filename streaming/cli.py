@@ -14,6 +14,7 @@ from kmon.config_file import config_flag, parse_with_file
 from kmon.class_archive import archive_options
 from kmon.signals import stop_on_signals
 from kmon.toolchain import find_toolchain
+from kmon.web_config import WebConfig
 from streaming.config import StreamConfig
 from streaming.views import ViewOptions
 from streaming.views.cluster import Detail
@@ -40,6 +41,7 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
                 help="whole days of history kept")
     flags.flag(p, "--metrics-host", default=StreamConfig.metrics_host, help="address of the /metrics endpoint")
     flags.flag(p, "--metrics-port", default=StreamConfig.metrics_port, type=flags.port, help="port of the /metrics endpoint")
+    flags.web_flag(p)
     flags.flag(p, "--master", default=StreamConfig.master, help="Spark master")
     flags.flag(p, "--trigger-interval", default=StreamConfig.trigger_seconds, type=float, help="seconds between micro-batches")
     flags.flag(p, "--partition-detail", default=ViewOptions.detail, choices=get_args(Detail),
@@ -77,6 +79,7 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
     return StreamConfig(
         bootstrap_servers=args.bootstrap_servers, events_topic=args.events_topic,
         checkpoint=args.checkpoint, metrics_host=args.metrics_host, metrics_port=args.metrics_port,
+        web=args.web_config_file or WebConfig(),
         master=None if submitted else args.master, trigger_seconds=args.trigger_interval,
         max_offsets_per_trigger=args.max_offsets_per_trigger, driver_memory=args.driver_memory,
         kafka_timeout_s=args.kafka_timeout, kafka_outage_limit_s=args.kafka_outage_limit,

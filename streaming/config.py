@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kmon.client_config import KafkaClientProperties
 from kmon.events import EVENTS_TOPIC
+from kmon.web_config import WebConfig
 from streaming.paths import default_checkpoint
 from streaming.views import ViewOptions
 
@@ -18,6 +19,7 @@ class StreamConfig:
     checkpoint: Path = field(default_factory=default_checkpoint)
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 9308
+    web: WebConfig = field(default_factory=WebConfig)   # /metrics' TLS and basic auth (--web-config-file)
     master: str | None = "local[*]"   # None: keep the master spark-submit set
     # A micro-batch of a few events takes longer than this (bench/README.md, "The delay"), so a
     # change waits at most a quarter of a second for its batch to start.

@@ -10,13 +10,14 @@ from http.server import ThreadingHTTPServer
 from typing import Callable
 
 from kmon import http
+from kmon.web_config import WebConfig
 from streaming.published import LatestPublished
 from streaming.views.exposition import CONTENT_TYPE
 
 
-def serve_metrics(host: str, port: int, holder: LatestPublished,
+def serve_metrics(host: str, port: int, holder: LatestPublished, web: WebConfig | None = None,
                   clock: Callable[[], float] = time.time) -> ThreadingHTTPServer:
-    """Serve /metrics (stop with kmon.http.stop)."""
+    """Serve /metrics with the TLS and basic auth of ``web`` (stop with kmon.http.stop)."""
     def metrics() -> tuple[int, str, bytes]:
         return 200, CONTENT_TYPE, holder.get().exposition.body(int(clock() * 1000))
-    return http.serve(host, port, {"/metrics": metrics}, "kmon-metrics")
+    return http.serve(host, port, {"/metrics": metrics}, "kmon-metrics", web)

@@ -76,7 +76,7 @@ def test_a_minimal_file_is_one_cluster(tmp_path: Path) -> None:
     (GOOD.replace("    controllers: c1:9093\n", "    controllers: c1:9093\n    controllers: c2:9093\n"),
      r"kmon.yaml:14: cluster: controllers is given twice \(first at line 13\)"),
     (GOOD.replace("  - cluster: legacy\n", "  - \n"), r"kmon.yaml:8: cluster: cluster is missing"),
-    (GOOD.replace("events:", "event:"), r"kmon.yaml:15: the file: unknown key 'event' \(known: clusters, events, stream\)"),
+    (GOOD.replace("events:", "event:"), r"kmon.yaml:15: the file: unknown key 'event' \(known: clusters, events, stream, web-config-file\)"),
     (GOOD.replace("  topic: kmon-events-fleet", "  topic: [a, b]"), r"kmon.yaml:17: events: topic: a single value"),
     ("clusters: prod\n", r"kmon.yaml:1: clusters: a list of clusters"),
     ("events: {}\n", r"kmon.yaml: no clusters"),
@@ -165,3 +165,27 @@ def test_a_collector_of_a_fleet_needs_to_be_told_which_cluster(tmp_path: Path, c
             main(["collect", "groups", "--config", str(path), *argv])
         assert exit.value.code == 2
         assert capsys.readouterr().err == f"kmon: {said}\n"
+
+
+def test_the_web_config_file_secures_every_service_reading_the_file_and_kmon_run_refuses_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from cli.main import build_parser
+
+    hashed = "$2b$04$" + "a" * 53
+    (tmp_path / "web.yml").write_text(f"basic_auth_users: {{prometheus: '{hashed}'}}\n")
+    path = write(tmp_path, "clusters:\n  - cluster: prod\n    bootstrap-servers: b1:9092\n"
+                           "events: {bootstrap-servers: e1:9092}\nweb-config-file: web.yml\n")
+
+    def parsed(*argv: str):
+        return parse_with_file(build_parser(), list(argv), lambda a: " ".join(filter(None, (a.command, getattr(
+            a, "source", None)))))
+    for argv in (("collect", "groups"), ("stream",)):
+        web = parsed(*argv, "--config", str(path)).web_config_file
+        assert web.source == tmp_path / "web.yml" and set(web.users) == {"prometheus"}, argv
+    with pytest.raises(SystemExit):
+        parsed("run", "--config", str(path))
+    assert "web-config-file: kmon run starts a Prometheus of its own" in capsys.readouterr().err
+    (tmp_path / "web.yml").write_text("basic_auth_users: {prometheus: plain}\n")
+    with pytest.raises(ConfigError, match=r"kmon.yaml:5: web-config-file: web config .*web.yml: basic_auth_users: "
+                                          r"prometheus: not a bcrypt hash"):
+        load(path)

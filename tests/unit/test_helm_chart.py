@@ -47,7 +47,7 @@ def config_file(docs: list[dict], root: Path) -> Path:
     (text,) = [d["data"]["kmon.yaml"] for d in docs if d["kind"] == "ConfigMap" and "kmon.yaml" in d["data"]]
     text = text.replace(" /etc/kmon/", f" {root}/etc/kmon/").replace(" /var/lib/kmon/", f" {root}/var/lib/kmon/")
     for line in text.splitlines():
-        if line.strip().split(":", 1)[0] in ("command-config", "zk-client-config"):
+        if line.strip().split(":", 1)[0] in ("command-config", "zk-client-config", "web-config-file"):
             path = Path(line.split(":", 1)[1].strip())
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch()
@@ -76,6 +76,7 @@ def test_each_container_runs_a_kmon_command_with_its_own_flags_and_agreeing_port
     workloads = [d for d in docs if d["kind"] in ("Deployment", "StatefulSet")]
     assert len(workloads) == 2 * len(clusters) + 1   # two collectors per cluster, one stream app
     service_ports = {p["name"]: p["port"] for d in docs if d["kind"] == "Service" for p in d["spec"]["ports"]}
+    web = given.get("web", {})
     for w in workloads:
         (container,) = w["spec"]["template"]["spec"]["containers"]
         parser = command(container["args"])
@@ -86,9 +87,14 @@ def test_each_container_runs_a_kmon_command_with_its_own_flags_and_agreeing_port
         assert port["containerPort"] == args.metrics_port
         expected = StreamConfig.metrics_port if container["args"] == ["stream"] else COLLECTOR_PORTS[container["args"][1]]
         assert port["containerPort"] == expected and service_ports[port["name"]] == expected
-        for probe in ("readinessProbe", "livenessProbe"):
-            assert container[probe]["httpGet"]["port"] == port["name"]
+        for probe in ("readinessProbe", "livenessProbe"):   # where a password guards every path, the port
+            check = container[probe]["tcpSocket" if web.get("basicAuth") else "httpGet"]
+            assert check["port"] == port["name"]
+            assert web.get("basicAuth") or check["scheme"] == ("HTTPS" if web.get("tls") else "HTTP")
         mounted = {m["mountPath"] for m in container.get("volumeMounts", [])}
+        assert bool(args.web_config_file) == bool(web.get("secret"))   # an empty web config: plain HTTP
+        if args.web_config_file:
+            assert any(str(args.web_config_file.source).startswith(f"{tmp_path}{m}/") for m in mounted)
         events = given.get("events", {})
         if container["args"] == ["stream"]:
             assert args.bootstrap_servers == events.get("bootstrapServers", "kmon-events-0.kmon-events:9092")
@@ -120,6 +126,10 @@ def test_each_container_runs_a_kmon_command_with_its_own_flags_and_agreeing_port
         if labels["app.kubernetes.io/component"] == "collector":
             by_cluster.setdefault(labels["kmon.io/cluster"], set()).add(labels["kmon.io/source"])
     assert by_cluster == {name: {"zk" if c["mode"] == "zookeeper" else "kraft", "groups"} for name, c in clusters.items()}
+    for monitor in (d for d in docs if d["kind"] == "ServiceMonitor"):   # scraped as the endpoints are served
+        for endpoint in monitor["spec"]["endpoints"]:
+            assert endpoint.get("scheme", "http") == ("https" if web.get("tls") else "http")
+            assert endpoint.get("basicAuth") == given.get("serviceMonitor", {}).get("basicAuth")
 
 
 def test_the_prometheus_rule_is_kmons_rule_file_and_the_dashboards_are_its_json() -> None:

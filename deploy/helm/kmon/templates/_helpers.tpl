@@ -59,10 +59,43 @@ events:
   {{- if .Values.events.clientSecret }}
   command-config: /etc/kmon/events/client.properties
   {{- end }}
+{{- if .Values.web.secret }}
+web-config-file: /etc/kmon/web/web-config.yml
+{{- end }}
 stream:
   checkpoint: /var/lib/kmon/checkpoint
   metrics-port: {{ .Values.stream.port }}
   {{- if .Values.stream.triggerInterval }}
   trigger-interval: {{ .Values.stream.triggerInterval }}
   {{- end }}
+{{- end -}}
+
+
+{{- /* A container's readiness or liveness check of its port named by the argument's "port" at "path":
+an HTTP(S) GET, or, where basic auth guards every path, whether the port answers. */ -}}
+{{- define "kmon.probe" -}}
+{{- if .root.Values.web.basicAuth -}}
+tcpSocket: {port: {{ .port }}}
+{{- else -}}
+httpGet: {path: {{ .path }}, port: {{ .port }}, scheme: {{ ternary "HTTPS" "HTTP" .root.Values.web.tls }}}
+{{- end -}}
+{{- end -}}
+
+{{- /* The web config's Secret: a volume and its mount, in every kmon container. */ -}}
+{{- define "kmon.webMount" -}}
+{{- if .Values.web.secret }}
+- {name: web, mountPath: /etc/kmon/web, readOnly: true}
+{{- end }}
+{{- end -}}
+{{- define "kmon.webVolume" -}}
+{{- if .Values.web.secret }}
+- name: web
+  secret: {secretName: {{ .Values.web.secret }}, defaultMode: 0400}
+{{- end }}
+{{- end -}}
+
+{{- /* A ServiceMonitor endpoint's scheme and credentials. */ -}}
+{{- define "kmon.scrapeAuth" -}}
+{{- if .Values.web.tls }}, scheme: https{{ with .Values.serviceMonitor.tlsConfig }}, tlsConfig: {{ toJson . }}{{ end }}{{ end }}
+{{- with .Values.serviceMonitor.basicAuth }}, basicAuth: {{ toJson . }}{{ end }}
 {{- end -}}
