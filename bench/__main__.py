@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from bench import buffer, failover, groups, idle, kraft, peers, plot, scrape, soak, startup, stream, suite_cpu, zk
-from bench.peers.faults import FAULTS, NOT_ON_KRAFT
+from bench.peers import FAULTS
+from bench.peers.faults import NOT_ON_KRAFT
 from bench.support import compare
 from kmon.toolchain import find_toolchain
 from streaming.config import StreamConfig

@@ -56,7 +56,8 @@ def cost_curve(rows: list[dict], path: str) -> None:
 
 
 # the peers bench's systems as the plot's title names them (a KRaft run has no Burrow)
-SYSTEM_TITLES = {"kmon": "kmon", "jmx": "Kafka's JMX metrics with the Strimzi-style rules", "burrow": "Burrow"}
+SYSTEM_TITLES = {"kmon": "kmon", "jmx": "Kafka's JMX metrics with the Strimzi-style rules", "burrow": "Burrow",
+                 "klag": "klag-exporter"}
 
 
 def alert_times(rows: list[dict], path: str) -> None:

@@ -5,7 +5,8 @@ replica.lag.time.max.ms 5 s) with Prometheus' JMX exporter in every broker; kmon
 starts it (both collectors and the stream app, events on kmon's own cluster); Burrow on the
 same cluster; one Prometheus scraping kmon (every 2 s) and the agents (every 10 s, the most the
 agents sustain here: parts.PEER_SCRAPE) and evaluating kmon's rules and the peer's (alerts.yml,
-the ZooKeeper-era Strimzi rule set).
+the ZooKeeper-era Strimzi rule set); klag-exporter, a lag exporter, in its exact and its default
+time-lag mode, scraped as the agents are and evaluated with alerts-klag.yml.
 
 Then a quiet baseline, the scripted faults one after the other (faults.py), each followed by
 the alerts settling and a quiet period, and the cost of each system at growing sizes. A steady
@@ -22,6 +23,7 @@ controller changes (controllers.py).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import tempfile
 import time
@@ -34,9 +36,9 @@ from kazoo.exceptions import KazooException
 
 from bench.support.load import RATE_PER_S, Load
 from bench.support.measure import metric_sum, wait
-from bench.peers import controllers, cost, faults, report
-from bench.peers.parts import (KAFKA_CLUSTER, PeerTools, burrow, get_json, jmx_agent_option, peer_tools,
-                               prometheus)
+from bench.peers import controllers, cost, faults, lag_faults, report
+from bench.peers.parts import (KAFKA_CLUSTER, KLAG_MODES, PeerTools, burrow, get_json, jmx_agent_option, klag,
+                               peer_tools, prometheus)
 from bench.peers.watch import BURROW, SYSTEMS, Recorder
 from cli.monitor import MonitorOptions, start_monitor
 from kmon.toolchain import find_toolchain
@@ -63,8 +65,14 @@ KRAFT_PROFILE = configs.KraftProfile(broker_session_timeout_ms=9000, broker_hear
 LOAD_TOPICS = ("peers-load-a", "peers-load-b")
 LOAD_GROUPS = {"peers-load": "classic"}
 LOAD_GROUPS_KRAFT = {**LOAD_GROUPS, "peers-load-848": "consumer"}
+# every fault the bench can stage, by name, in the default order
+FAULTS = {**faults.FAULTS, **lag_faults.FAULTS}
+# the lag faults' brokers delete and compact within seconds (lag_faults.py): retention checked and
+# the cleaner woken every second (Kafka's defaults: 5 minutes, 15 s)
+LAG_FAULT_PROPS = {"log.retention.check.interval.ms": "1000", "log.cleaner.backoff.ms": "1000"}
 # alerts that stay firing for their window (10 min) after what they count: not waited out
-WINDOWED = {"ControllerFlapping", "UncleanLeaderElection", "ConsumerGroupRebalanceStorm", "IsrShrinking"}
+WINDOWED = {"ControllerFlapping", "UncleanLeaderElection", "ConsumerGroupRebalanceStorm", "IsrShrinking",
+            "ConsumerGroupDataLoss"}
 SETTLE_CAP_S = 240.0
 
 
@@ -76,6 +84,10 @@ def run(chosen: list[str], sizes: list[int], baseline_s: float, quiet_s: float, 
         raise ValueError(f"not on a KRaft cluster: {refused[0]}: {faults.NOT_ON_KRAFT[refused[0]]}")
     toolchain = find_toolchain()
     tools = peer_tools(toolchain.cache, progress, with_burrow=not kraft)
+    profile, kraft_profile = PROFILE, KRAFT_PROFILE
+    if any(f in lag_faults.FAULTS for f in chosen):   # the other faults' runs and costs as they were
+        profile = dataclasses.replace(PROFILE, extra_broker_props={**PROFILE.extra_broker_props, **LAG_FAULT_PROPS})
+        kraft_profile = dataclasses.replace(KRAFT_PROFILE, extra_props={**KRAFT_PROFILE.extra_props, **LAG_FAULT_PROPS})
     pick = PortPicker().pick
     agent_ports = {b: pick() for b in range(1, BROKERS + 1)}
     with contextlib.ExitStack() as keep:
@@ -84,15 +96,17 @@ def run(chosen: list[str], sizes: list[int], baseline_s: float, quiet_s: float, 
         progress(f"logs in {stack.dir / 'logs'}" + ("" if kraft else f" and {stack.dir / 'burrow'}"))
         progress(f"starting the cluster (3 {'KRaft nodes, each broker and controller' if kraft else 'brokers'}, each "
                  "with the JMX exporter agent) and kmon's events cluster")
-        stack.up(StackRequest(brokers=BROKERS, prometheus=False, events_cluster=True, profile=PROFILE,
-                              kraft=kraft, kraft_profile=KRAFT_PROFILE,
+        stack.up(StackRequest(brokers=BROKERS, prometheus=False, events_cluster=True, profile=profile,
+                              kraft=kraft, kraft_profile=kraft_profile,
                               broker_jvm_options=lambda b: [jmx_agent_option(tools, agent_ports[b], kraft)],
                               reserved_ports=frozenset(agent_ports.values())))
         try:
             progress(f"starting kmon as `kmon run` does: both collectors ({', '.join(collector_sources(kraft))}) "
                      "and the stream app")
             start_monitor(stack, MonitorOptions(cluster=KAFKA_CLUSTER))
-            with prometheus(stack, agent_ports) as prom, _burrow(stack, tools, kraft) as (burrow_url, burrow_pid), \
+            with klag(stack, tools) as klags, \
+                    prometheus(stack, agent_ports, {job: port for job, (port, _) in klags.items()}) as prom, \
+                    _burrow(stack, tools, kraft) as (burrow_url, burrow_pid), \
                     Recorder(prom, burrow_url) as recorder, _controller_watch(stack, kraft) as watch:
                 assert stack.state
                 ctx = faults.Ctx(stack, AdminClient({"bootstrap.servers": stack.state.bootstrap_servers, "log_level": 0}),
@@ -102,7 +116,9 @@ def run(chosen: list[str], sizes: list[int], baseline_s: float, quiet_s: float, 
                 phases = _faults(ctx, chosen, baseline_s, quiet_s)
                 alerts, groups = recorder.recorded(), dict(recorder.groups)
                 tables = {"faults": report.fault_rows(phases, alerts, groups, systems),
-                          "quiet": report.quiet_rows(phases, alerts, groups, systems)}
+                          "quiet": report.quiet_rows(phases, alerts, groups, systems),
+                          "lag": report.lag_rows(phases, ("kmon", *KLAG_MODES))}
+                _keep_lag_samples(phases, stack.dir / "logs" / "peers-lag-samples.jsonl", progress)
                 if watch is not None:
                     tables["controllers"] = controllers.rows(list(watch.samples), phases)
                 if recorder.errors:
@@ -110,7 +126,8 @@ def run(chosen: list[str], sizes: list[int], baseline_s: float, quiet_s: float, 
                 # the faults' figures first, so that a cost phase that breaks (a machine too small for
                 # the biggest size) loses nothing of them
                 progress(f"faults done: {json.dumps(tables)}")
-                tables["cost"] = _costs(ctx, prom, agent_ports, burrow_pid, sizes, progress)
+                tables["cost"] = _costs(ctx, prom, agent_ports, burrow_pid, [proc.pid for _, proc in klags.values()],
+                                        sizes, progress)
         finally:
             stack.down(timeout=10)
     return tables
@@ -125,7 +142,7 @@ def _faults(ctx: faults.Ctx, chosen: list[str], baseline_s: float, quiet_s: floa
             ctx.progress(f"fault: {name}")
             began = time.time()
             try:
-                done = faults.FAULTS[name](ctx)
+                done = FAULTS[name](ctx)
             except (TimeoutError, KafkaException, KazooException, OSError) as e:
                 # the cluster is in no known state after a fault that broke off: the faults before it are
                 # still reported, the ones after it are not run
@@ -186,7 +203,7 @@ def _wait_ready(ctx: faults.Ctx, prom: str) -> None:
     def every_target_answered() -> bool:
         targets[:] = get_json(f"{prom}/api/v1/targets")["data"]["activeTargets"]
         answered.update(t["scrapeUrl"] for t in targets if t["health"] == "up")
-        return len(answered) == 3 + BROKERS
+        return len(answered) == 3 + BROKERS + len(KLAG_MODES)
 
     try:
         wait(every_target_answered, 300, "every target answering Prometheus", 1)
@@ -214,8 +231,15 @@ def _settle(ctx: faults.Ctx) -> None:
         ctx.progress(f"  still active after {SETTLE_CAP_S:g} s: {', '.join(still)}")
 
 
-def _costs(ctx: faults.Ctx, prom: str, agent_ports: dict[int, int], burrow_pid: int | None, sizes: list[int],
-           progress: Callable[[str], None]) -> list[dict]:
+def _keep_lag_samples(phases: list[report.Phase], path: Path, progress: Callable[[str], None]) -> None:
+    samples = [s for p in phases if p.run is not None for s in p.run.figures]
+    if samples:
+        path.write_text("".join(json.dumps(s) + "\n" for s in samples))
+        progress(f"the lag faults' {len(samples)} samples (the truth beside each system's figures): {path}")
+
+
+def _costs(ctx: faults.Ctx, prom: str, agent_ports: dict[int, int], burrow_pid: int | None, klag_pids: list[int],
+           sizes: list[int], progress: Callable[[str], None]) -> list[dict]:
     state = ctx.stack.state
     assert state
     kmon_urls = [f"http://127.0.0.1:{p}/metrics" for p in (state.stream_port, *state.collector_ports.values())]
@@ -229,7 +253,7 @@ def _costs(ctx: faults.Ctx, prom: str, agent_ports: dict[int, int], burrow_pid: 
             pids = {"kmon": [state.components[n].pid for n in
                              ("stream", *(f"collector-{c}" for c in collector_sources(state.kraft)))],
                     "brokers": [state.components[f"broker-{b}"].pid for b in ctx.stack.broker_ids()],
-                    **({"burrow": [burrow_pid]} if burrow_pid is not None else {})}
+                    **({"burrow": [burrow_pid]} if burrow_pid is not None else {}), "klag": klag_pids}
             rows += cost.measure(ctx, prom, kmon_urls, agent_urls, pids,
                                  lambda: metric_sum(state.stream_port, "kmon_partitions", cluster=KAFKA_CLUSTER),
                                  partitions)

@@ -20,8 +20,8 @@ from confluent_kafka.admin import NewTopic
 
 from bench.support.measure import tree_cpu_seconds, tree_rss_mb
 from bench.peers.faults import Ctx, wait
-from bench.peers.parts import JMX_JOB, PEER_SCRAPE, PEER_SCRAPE_S, get_json
-from bench.peers.watch import BURROW, JMX, KMON
+from bench.peers.parts import JMX_JOB, PEER_SCRAPE, PEER_SCRAPE_S, prom_value
+from bench.peers.watch import BURROW, JMX, KLAG, KMON
 
 PER_TOPIC = 50
 SCRAPES = 3
@@ -81,11 +81,6 @@ def grow(ctx: Ctx, partitions: int, progress: Callable[[str], None]) -> int:
     return sum(len(t.partitions) for t in ctx.admin.list_topics(timeout=60).topics.values())
 
 
-def _prom(prometheus: str, query: str) -> float | None:
-    data = get_json(f"{prometheus}/api/v1/query?{urllib.parse.urlencode({'query': query})}")["data"]["result"]
-    return float(data[0]["value"][1]) if data else None
-
-
 def measure(ctx: Ctx, prometheus: str, kmon_urls: list[str], agent_urls: list[str], pids: dict[str, list[int]],
             kmon_partitions: Callable[[], float], partitions: int) -> list[dict]:
     """One row per system at the cluster's present size (``partitions``); Burrow's where ``pids`` has it."""
@@ -102,10 +97,10 @@ def measure(ctx: Ctx, prometheus: str, kmon_urls: list[str], agent_urls: list[st
     scrape_all(agent_urls)
     spent = time.perf_counter() - started
     per_scrape = max(0.0, sum(tree_cpu_seconds(p) for p in pids["brokers"]) - before - cores["brokers"] * spent) / SCRAPES
-    prom_jmx = {"up_min_1m": _prom(prometheus, f'min(min_over_time(up{{job="{JMX_JOB}"}}[1m]))'),
-                "prom_scrape_s": _prom(prometheus, f'max(avg_over_time(scrape_duration_seconds{{job="{JMX_JOB}"}}[1m]))')}
-    prom_kmon = {"up_min_1m": _prom(prometheus, 'min(min_over_time(up{job=~"kmon-.*"}[1m]))'),
-                 "prom_scrape_s": _prom(prometheus, 'max(avg_over_time(scrape_duration_seconds{job=~"kmon-.*"}[1m]))')}
+    prom_jmx = {"up_min_1m": prom_value(prometheus, f'min(min_over_time(up{{job="{JMX_JOB}"}}[1m]))'),
+                "prom_scrape_s": prom_value(prometheus, f'max(avg_over_time(scrape_duration_seconds{{job="{JMX_JOB}"}}[1m]))')}
+    prom_kmon = {"up_min_1m": prom_value(prometheus, 'min(min_over_time(up{job=~"kmon-.*"}[1m]))'),
+                 "prom_scrape_s": prom_value(prometheus, 'max(avg_over_time(scrape_duration_seconds{job=~"kmon-.*"}[1m]))')}
     rows = [
         {"partitions": partitions, "system": KMON, "series": k.series, "scrape_bytes": k.bytes, "scrape_s": k.seconds,
          **prom_kmon, "cpu_cores": cores[KMON], "rss_mb": rss[KMON],
@@ -119,4 +114,11 @@ def measure(ctx: Ctx, prometheus: str, kmon_urls: list[str], agent_urls: list[st
         rows.append({"partitions": partitions, "system": BURROW, "series": None, "scrape_bytes": None,
                      "scrape_s": None, "up_min_1m": None, "prom_scrape_s": None, "cpu_cores": cores[BURROW],
                      "rss_mb": rss[BURROW], "note": "no Prometheus endpoint in 1.2.1"})
+    if KLAG in pids:
+        rows.append({"partitions": partitions, "system": KLAG,
+                     "series": prom_value(prometheus, 'sum(scrape_samples_scraped{job=~"klag.*"})'),
+                     "scrape_bytes": None, "scrape_s": None,
+                     "up_min_1m": prom_value(prometheus, 'min(min_over_time(up{job=~"klag.*"}[1m]))'),
+                     "prom_scrape_s": prom_value(prometheus, 'max(avg_over_time(scrape_duration_seconds{job=~"klag.*"}[1m]))'),
+                     "cpu_cores": cores[KLAG], "rss_mb": rss[KLAG], "note": "its two instances (message and rate mode)"})
     return rows

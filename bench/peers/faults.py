@@ -48,6 +48,7 @@ class FaultRun:
     culprit: dict[str, str]     # label -> value the on-call person must find; {} when the cluster is the culprit
     moment: float = 0.0         # set when the fault's action happens
     notes: list[str] = field(default_factory=list)
+    figures: list[dict] = field(default_factory=list)   # the lag faults' samples (lag_faults.py)
 
 
 @dataclass
@@ -185,10 +186,10 @@ def _balanced(ctx: Ctx) -> bool:
 def load_topics(ctx: Ctx, names: tuple[str, ...], partitions: int = 6) -> None:
     """The steady load's topics, led across the brokers (bench/support/load.py writes and reads them)."""
     for name in names:
-        _topic(ctx, name, _spread(ctx, partitions))
+        create_topic(ctx, name, spread(ctx, partitions))
 
 
-def _topic(ctx: Ctx, name: str, assignment: list[list[int]], **config: str) -> None:
+def create_topic(ctx: Ctx, name: str, assignment: list[list[int]], **config: str) -> None:
     ctx.admin.create_topics([NewTopic(name, len(assignment), replica_assignment=assignment, config=config)])[name].result(60)
 
     def created() -> bool:
@@ -197,13 +198,13 @@ def _topic(ctx: Ctx, name: str, assignment: list[list[int]], **config: str) -> N
     wait(created, 60, f"topic {name} created", interval=0.5)
 
 
-def _spread(ctx: Ctx, partitions: int) -> list[list[int]]:
+def spread(ctx: Ctx, partitions: int) -> list[list[int]]:
     """An assignment on every broker, each partition's preferred leader the next broker."""
     brokers = ctx.stack.broker_ids()
     return [brokers[p % len(brokers):] + brokers[:p % len(brokers)] for p in range(partitions)]
 
 
-def _delete_topic(ctx: Ctx, name: str) -> None:
+def delete_topic(ctx: Ctx, name: str) -> None:
     ctx.admin.delete_topics([name])[name].result(60)
     if ctx.kraft:
         gone = lambda: name not in ctx.admin.list_topics(timeout=30).topics   # noqa: E731
@@ -265,7 +266,7 @@ def controller_flapping(ctx: Ctx, kills: int = 3) -> FaultRun:
 
 def leader_kill(ctx: Ctx) -> FaultRun:
     topic = "peers-leaders"
-    _topic(ctx, topic, _spread(ctx, 6))
+    create_topic(ctx, topic, spread(ctx, 6))
     wait(lambda: _balanced(ctx), 120, "every partition led by its preferred replica", interval=3)
     leaders = _leaders(ctx)
     victim = ctx.victim(_others(ctx, ctx.active_controller()), lambda b: -leaders[b])
@@ -279,7 +280,7 @@ def leader_kill(ctx: Ctx) -> FaultRun:
     wait_whole(ctx, run.name)
     time.sleep(HOLD_S)
     wait(lambda: _balanced(ctx), 120, "a preferred election restoring every leader", interval=3)
-    _delete_topic(ctx, topic)
+    delete_topic(ctx, topic)
     return run
 
 
@@ -307,7 +308,7 @@ def follower_stall(ctx: Ctx) -> FaultRun:
 
 def min_isr(ctx: Ctx) -> FaultRun:
     topic = "peers-min-isr"
-    _topic(ctx, topic, _spread(ctx, 3), **{"min.insync.replicas": "3"})
+    create_topic(ctx, topic, spread(ctx, 3), **{"min.insync.replicas": "3"})
     victim = ctx.victim(_others(ctx, ctx.active_controller()))
     run = FaultRun("under min ISR", f"topic {topic} (RF 3, min.insync.replicas 3): SIGKILL broker {victim}, restart "
                    f"{HOLD_S:g} s after {ctx.gone()}", {"topic": topic})
@@ -316,7 +317,7 @@ def min_isr(ctx: Ctx) -> FaultRun:
     _hold_after(ctx, lambda: _gone(ctx, victim), f"broker {victim}: {ctx.gone()}")
     ctx.stack.start_broker(victim, RESTART_S)
     wait_whole(ctx, run.name)
-    _delete_topic(ctx, topic)
+    delete_topic(ctx, topic)
     return run
 
 
@@ -324,7 +325,7 @@ def unclean_election(ctx: Ctx) -> FaultRun:
     topic = "peers-unclean"
     follower = ctx.victim(_others(ctx, ctx.active_controller()))
     leader = ctx.victim(_others(ctx, ctx.active_controller(), follower))
-    _topic(ctx, topic, [[leader, follower]], **{"unclean.leader.election.enable": "true"})
+    create_topic(ctx, topic, [[leader, follower]], **{"unclean.leader.election.enable": "true"})
 
     def state() -> dict:
         return _partitions(ctx)[(topic, 0)]
@@ -342,7 +343,7 @@ def unclean_election(ctx: Ctx) -> FaultRun:
     run.notes.append(f"offline from the leader's kill for {time.time() - run.moment:.0f} s, until the unclean election")
     ctx.stack.start_broker(leader, RESTART_S)
     wait_whole(ctx, run.name)
-    _delete_topic(ctx, topic)
+    delete_topic(ctx, topic)
     return run
 
 
@@ -350,7 +351,7 @@ def reassignment(ctx: Ctx, megabytes: int = 20, rate: int = 2_000_000) -> FaultR
     topic = "peers-move"
     controller = ctx.active_controller()
     a, b = _others(ctx, controller)[:2]
-    _topic(ctx, topic, [[a, b]])
+    create_topic(ctx, topic, [[a, b]])
     producer = Producer({"bootstrap.servers": ctx.bootstrap, "acks": "all", "linger.ms": 20})
     for _ in range(megabytes * 1024):
         while True:
@@ -387,7 +388,7 @@ def reassignment(ctx: Ctx, megabytes: int = 20, rate: int = 2_000_000) -> FaultR
             entry.incremental_operation = AlterConfigOpType.DELETE
     _alter(ctx, brokers)
     wait_whole(ctx, run.name)
-    _delete_topic(ctx, topic)
+    delete_topic(ctx, topic)
     return run
 
 
@@ -450,11 +451,11 @@ def _group(ctx: Ctx, group: str) -> tuple[ConsumerGroupState, int]:
     return d.state, len(d.members)
 
 
-def _stable(ctx: Ctx, group: str, members: int) -> bool:
+def stable(ctx: Ctx, group: str, members: int) -> bool:
     return _group(ctx, group) == (ConsumerGroupState.STABLE, members)
 
 
-def _delete_group(ctx: Ctx, group: str) -> None:
+def delete_group(ctx: Ctx, group: str) -> None:
     try:
         ctx.admin.delete_consumer_groups([group], request_timeout=30)[group].result(60)
     except KafkaException as e:
@@ -463,7 +464,7 @@ def _delete_group(ctx: Ctx, group: str) -> None:
 
 
 def _group_topic(ctx: Ctx, name: str) -> None:
-    _topic(ctx, name, _spread(ctx, 2))
+    create_topic(ctx, name, spread(ctx, 2))
 
 
 def rebalance_storm(ctx: Ctx, pairs: int = 5) -> FaultRun:
@@ -472,22 +473,22 @@ def rebalance_storm(ctx: Ctx, pairs: int = 5) -> FaultRun:
     ctx.recorder.watch_group(group)
     steady = Member(ctx.bootstrap, group, topic)
     try:
-        wait(lambda: _stable(ctx, group, 1), 120, f"{group} stable", interval=0.5)
+        wait(lambda: stable(ctx, group, 1), 120, f"{group} stable", interval=0.5)
         run = FaultRun("rebalance storm", f"group {group}: a second member joined and left {pairs} times "
                        f"({2 * pairs} rebalances)", {"group": group})
         run.moment = time.time()
         for _ in range(pairs):
             joining = Member(ctx.bootstrap, group, topic)
             try:
-                wait(lambda: _stable(ctx, group, 2), 120, "a member joined", interval=0.3)
+                wait(lambda: stable(ctx, group, 2), 120, "a member joined", interval=0.3)
             finally:
                 joining.leave()
-            wait(lambda: _stable(ctx, group, 1), 120, "it left", interval=0.3)
+            wait(lambda: stable(ctx, group, 1), 120, "it left", interval=0.3)
         time.sleep(HOLD_S)
     finally:
         steady.leave()
-    _delete_group(ctx, group)
-    _delete_topic(ctx, topic)
+    delete_group(ctx, group)
+    delete_topic(ctx, topic)
     return run
 
 
@@ -499,7 +500,7 @@ def stuck_rebalance(ctx: Ctx) -> FaultRun:
     held = Member(ctx.bootstrap, group, topic, **{"max.poll.interval.ms": 300_000})
     newcomer = None
     try:
-        wait(lambda: _stable(ctx, group, 1), 120, f"{group} stable", interval=0.5)
+        wait(lambda: stable(ctx, group, 1), 120, f"{group} stable", interval=0.5)
         run = FaultRun("stuck rebalance", f"group {group}: its member stops polling, a second one joins; the "
                        f"rebalance waits for the first (max.poll.interval.ms 300 s), released after "
                        f"kmon's alert or {STUCK_CAP_S:g} s", {"group": group})
@@ -513,8 +514,8 @@ def stuck_rebalance(ctx: Ctx) -> FaultRun:
         held.leave()
         if newcomer is not None:
             newcomer.leave()
-    _delete_group(ctx, group)
-    _delete_topic(ctx, topic)
+    delete_group(ctx, group)
+    delete_topic(ctx, topic)
     return run
 
 
@@ -560,7 +561,7 @@ def stalled_consumer(ctx: Ctx, rate: float = 20.0) -> FaultRun:
     producer.start()
     member = Member(ctx.bootstrap, group, topic)
     try:
-        wait(lambda: _stable(ctx, group, 1), 120, f"{group} stable", interval=0.5)
+        wait(lambda: stable(ctx, group, 1), 120, f"{group} stable", interval=0.5)
         # both systems see a healthy consumer first: Burrow needs its window of commits (10)
         time.sleep(60)
         run = FaultRun("stalled consumer", f"group {group}: its consumer goes on polling but stops committing "
@@ -575,8 +576,8 @@ def stalled_consumer(ctx: Ctx, rate: float = 20.0) -> FaultRun:
         producing.clear()
         member.leave()
         producer.join(30)
-    _delete_group(ctx, group)
-    _delete_topic(ctx, topic)
+    delete_group(ctx, group)
+    delete_topic(ctx, topic)
     return run
 
 

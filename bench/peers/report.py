@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench.peers.faults import FaultRun
-from bench.peers.watch import BURROW, HEALTHY, JMX, KMON, SYSTEMS, Alert, BurrowStatus
+from bench.peers.watch import BURROW, HEALTHY, JMX, KLAG, KMON, SYSTEMS, Alert, BurrowStatus
 
 
 
@@ -66,7 +66,7 @@ def quiet_rows(phases: list[Phase], alerts: list[Alert], groups: dict[str, Burro
     """Alerts that began while the cluster was healthy: false alarms, per system of ``systems``."""
     quiet = [p for p in phases if p.run is None]
     rows = []
-    for system in (s for s in (KMON, JMX) if s in systems):
+    for system in (s for s in (KMON, JMX, KLAG) if s in systems):
         false = [a for a in alerts if a.system == system and a.fired_at is not None
                  and any(_in(p, a.active_at) for p in quiet)]
         rows.append({"system": system, "quiet_s": round(sum(p.end - p.start for p in quiet)),
@@ -77,4 +77,24 @@ def quiet_rows(phases: list[Phase], alerts: list[Alert], groups: dict[str, Burro
                     if s not in HEALTHY and any(_in(p, t) for p in quiet)]
     rows.append({"system": BURROW, "quiet_s": rows[0]["quiet_s"], "false_alerts": len(burrow_false),
                  "which": ", ".join(burrow_false) or "none"})
+    return rows
+
+
+def lag_rows(phases: list[Phase], systems: tuple[str, ...]) -> list[dict]:
+    """Per lag fault and stretch of it: the last sample (the truth and each system's figures), and over
+    the stretch each system's largest error in lag seconds and how many samples had none
+    (``systems``: the prefixes of the figures, as lag_faults._figures names them)."""
+    rows = []
+    for run in (p.run for p in phases if p.run is not None and p.run.figures):
+        stretches: dict[str, list[dict]] = {}
+        for sample in run.figures:
+            stretches.setdefault(sample["phase"], []).append(sample)
+        for stretch, samples in stretches.items():
+            row = {**samples[-1], "samples": len(samples)}
+            for system in systems:
+                errors = [abs(s[f"{system}_lag_s"] - s["true_lag_s"]) for s in samples
+                          if s.get(f"{system}_lag_s") is not None and s.get("true_lag_s") is not None]
+                row[f"{system}_max_err_s"] = round(max(errors), 1) if errors else None
+                row[f"{system}_no_lag_s"] = sum(1 for s in samples if s.get(f"{system}_lag_s") is None)
+            rows.append(row)
     return rows

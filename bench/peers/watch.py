@@ -1,6 +1,6 @@
 """What the systems say while the faults run, recorded from outside as an on-call person sees it.
 
-One thread polls Prometheus' rules API (kmon's and the peer's alerts, told apart by their
+One thread polls Prometheus' rules API (kmon's and the peers' alerts, told apart by their
 rule group) and Burrow's status of the groups a fault names (where Burrow runs), twice a second, and keeps
 every alert instance (pending since Prometheus' ``activeAt``, firing from the first poll
 that saw it so) and every change of a Burrow group status.
@@ -13,11 +13,12 @@ import urllib.error
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from bench.peers.parts import KAFKA_CLUSTER, PEER_GROUP, get_json
+from bench.peers.parts import KAFKA_CLUSTER, KLAG_GROUP, PEER_GROUP, get_json
 from bench.support.polling import Polling
 
-KMON, JMX, BURROW = "kmon", "jmx", "burrow"
-SYSTEMS = (KMON, JMX, BURROW)
+KMON, JMX, BURROW, KLAG = "kmon", "jmx", "burrow", "klag"
+SYSTEMS = (KMON, JMX, BURROW, KLAG)
+RULE_GROUPS = {PEER_GROUP: JMX, KLAG_GROUP: KLAG}   # a peer's rule group -> the system; kmon's otherwise
 HEALTHY = ("OK", "HTTP 404")   # Burrow's status of a healthy group, or of one it does not know yet
 POLL_S = 0.5
 
@@ -96,7 +97,7 @@ class Recorder(Polling):
         now = time.time()
         with self._lock:
             for g in groups:
-                system = JMX if g["name"] == PEER_GROUP else KMON
+                system = RULE_GROUPS.get(g["name"], KMON)
                 for rule in g["rules"]:
                     for a in rule.get("alerts", []):
                         labels = dict(a["labels"])

@@ -16,9 +16,9 @@ import bench.peers as peers
 from bench.peers import controllers
 from bench.peers.controllers import Flaps, Sample, flaps
 from bench.peers.faults import FAULTS, NOT_ON_KRAFT, FaultRun
-from bench.peers.parts import (JMX_JOB, JMX_RULES, JMX_RULES_KRAFT, PEER_ALERTS, PEER_ALERTS_KRAFT, PEER_GROUP, PEER_SCRAPE,
-                               prometheus_config)
-from bench.peers.report import Phase, fault_rows, quiet_rows
+from bench.peers.parts import (JMX_JOB, JMX_RULES, JMX_RULES_KRAFT, KLAG_ALERTS, KLAG_GROUP, KLAG_MODES, PEER_ALERTS,
+                               PEER_ALERTS_KRAFT, PEER_GROUP, PEER_SCRAPE, prometheus_config)
+from bench.peers.report import Phase, fault_rows, lag_rows, quiet_rows
 from bench.peers.watch import JMX, KMON, Alert, BurrowStatus
 from tests.tools import required_tool
 
@@ -33,6 +33,30 @@ def test_the_bench_prometheus_config_with_both_rule_sets_passes_promtool(tmp_pat
     jobs = {job["job_name"]: job for job in yaml.safe_load(config.read_text())["scrape_configs"]}
     assert jobs[JMX_JOB]["scrape_interval"] == jobs[JMX_JOB]["scrape_timeout"] == PEER_SCRAPE
     assert all("scrape_interval" not in job for name, job in jobs.items() if name != JMX_JOB)
+
+
+def test_klag_exporters_instances_are_scraped_as_the_agents_are_and_its_rules_pass_promtool(tmp_path) -> None:
+    config = tmp_path / "prometheus.yml"
+    config.write_text(prometheus_config(9308, [9310, 9311], {1: 9401}, klag_ports={"klag": 9501, "klag-rate": 9502}))
+    done = subprocess.run([required_tool("promtool"), "check", "config", str(config)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert KLAG_ALERTS.name in done.stdout
+    jobs = {job["job_name"]: job for job in yaml.safe_load(config.read_text())["scrape_configs"]}
+    assert all(jobs[job]["scrape_interval"] == PEER_SCRAPE for job in KLAG_MODES)
+    [group] = yaml.safe_load(KLAG_ALERTS.read_text())["groups"]
+    assert group["name"] == KLAG_GROUP and all("for" in rule for rule in group["rules"])
+    assert KLAG_ALERTS.name not in prometheus_config(9308, [9310, 9311], {1: 9401})   # no klag, no rules
+
+
+def test_lag_rows_give_each_stretch_its_last_sample_and_each_systems_largest_error() -> None:
+    run = FaultRun("lag producer pause", "", {"group": "g"}, moment=100)
+    run.figures = [{"phase": "writing", "t": 5, "true_lag_s": 10.0, "kmon_lag_s": 9.0, "klag_lag_s": 4.0},
+                   {"phase": "writing", "t": 10, "true_lag_s": 15.0, "kmon_lag_s": 15.0, "klag_lag_s": None},
+                   {"phase": "paused", "t": 15, "true_lag_s": 20.0, "kmon_lag_s": 18.0, "klag_lag_s": 0.0}]
+    rows = lag_rows([Phase("quiet baseline", 0, 99), Phase("lag-producer-pause", 99, 200, run)], ("kmon", "klag"))
+    assert [(r["phase"], r["t"], r["samples"]) for r in rows] == [("writing", 10, 2), ("paused", 15, 1)]
+    assert (rows[0]["kmon_max_err_s"], rows[0]["klag_max_err_s"], rows[0]["klag_no_lag_s"]) == (1.0, 6.0, 1)
+    assert (rows[1]["kmon_max_err_s"], rows[1]["klag_max_err_s"], rows[1]["kmon_no_lag_s"]) == (2.0, 20.0, 0)
 
 
 def _alert(system: str, name: str, active_at: float, fired_at: float | None, **labels: str) -> Alert:
@@ -208,7 +232,7 @@ def test_a_fault_that_breaks_off_ends_the_faults_and_keeps_those_before_it(monke
             return FaultRun(name, name, {})
         return run
 
-    monkeypatch.setattr(peers.faults, "FAULTS", {"a": fault("a"), "b": fault("b", fails=True), "c": fault("c")})
+    monkeypatch.setattr(peers, "FAULTS", {"a": fault("a"), "b": fault("b", fails=True), "c": fault("c")})
     monkeypatch.setattr(peers.faults, "load_topics", lambda ctx, topics: None)
     monkeypatch.setattr(peers, "_steady_load", lambda ctx, groups: contextlib.nullcontext())
     monkeypatch.setattr(peers, "_settle", lambda ctx: None)
