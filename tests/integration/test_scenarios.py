@@ -462,6 +462,10 @@ def test_11_the_history_lists_each_transition_once_in_order_and_agrees_with_the_
             return bool(prom(mon, "/api/v1/query", query=storm)["result"])
         eventually(lambda: v(mon, "kmon_consumer_group_members", group=group, type="classic") == 1, 120, "storm group stable")
         eventually(one_more_rebalance_pair, 300, "a rebalance storm in Prometheus", interval=0)
+        # and a pair more: increase() extrapolates a counter that began inside its window, so the first
+        # "> 5" can be 5 counted a little high, which sinks back to 5 as flat samples follow; the
+        # dashboards' annotation below looks over the whole run (this run of 2026-11-30 found it unmarked)
+        one_more_rebalance_pair()
     finally:
         steady.leave()
 
