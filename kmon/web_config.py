@@ -34,10 +34,10 @@ CLIENT_AUTH = {"NoClientCert": ssl.CERT_NONE, "RequestClientCert": ssl.CERT_OPTI
 VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1, "TLS12": ssl.TLSVersion.TLSv1_2,
             "TLS13": ssl.TLSVersion.TLSv1_3}
 TOP_KEYS = {"tls_server_config", "basic_auth_users", "http_server_config"}
-TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version",
-            "cipher_suites", "curve_preferences", "prefer_server_cipher_suites", "client_allowed_sans"}
 # keys of the format that change nothing here; accepted so that one file serves kmon and the exporters
 IGNORED_TLS_KEYS = {"cipher_suites", "curve_preferences", "prefer_server_cipher_suites"}
+TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version",
+            "client_allowed_sans", *IGNORED_TLS_KEYS}
 AUTH_CACHE = 1024   # passwords checked right, remembered: bcrypt takes ~0.1 s a check, scrapes come every few
 
 

@@ -117,7 +117,7 @@ def run(chosen: list[str], sizes: list[int], baseline_s: float, quiet_s: float, 
                 alerts, groups = recorder.recorded(), dict(recorder.groups)
                 tables = {"faults": report.fault_rows(phases, alerts, groups, systems),
                           "quiet": report.quiet_rows(phases, alerts, groups, systems),
-                          "lag": report.lag_rows(phases, ("kmon", *KLAG_MODES))}
+                          "lag": report.lag_rows(phases, lag_faults.SYSTEMS)}
                 _keep_lag_samples(phases, stack.dir / "logs" / "peers-lag-samples.jsonl", progress)
                 if watch is not None:
                     tables["controllers"] = controllers.rows(list(watch.samples), phases)

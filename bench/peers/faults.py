@@ -368,7 +368,7 @@ def reassignment(ctx: Ctx, megabytes: int = 20, rate: int = 2_000_000) -> FaultR
     throttled = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
         ConfigEntry(name, "*", incremental_operation=AlterConfigOpType.SET)
         for name in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")])
-    _alter(ctx, [*brokers, throttled])
+    alter_configs(ctx, [*brokers, throttled])
     target = [a, controller]
     run = FaultRun("reassignment", f"topic {topic}'s partition ({megabytes} MB) moved from {[a, b]} to {target} "
                    f"at {rate / 1e6:g} MB/s (throttled)", {})
@@ -386,13 +386,13 @@ def reassignment(ctx: Ctx, megabytes: int = 20, rate: int = 2_000_000) -> FaultR
     for resource in brokers:   # the throttle rates leave the brokers (the topic goes with its deletion)
         for entry in resource.incremental_configs:
             entry.incremental_operation = AlterConfigOpType.DELETE
-    _alter(ctx, brokers)
+    alter_configs(ctx, brokers)
     wait_whole(ctx, run.name)
     delete_topic(ctx, topic)
     return run
 
 
-def _alter(ctx: Ctx, resources: list[ConfigResource]) -> None:
+def alter_configs(ctx: Ctx, resources: list[ConfigResource]) -> None:
     """Through a client of its own: on 2026-11-28 the run's long-lived one sent a broker's AlterConfigs
     to broker 1 and then waited 60 s for broker 2, restarted by the fault before, which never got it."""
     admin = AdminClient({"bootstrap.servers": ctx.bootstrap, "log_level": 0})

@@ -26,7 +26,8 @@ from confluent_kafka import (OFFSET_BEGINNING, Consumer, ConsumerGroupTopicParti
                              TopicPartition)
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from bench.peers.faults import Ctx, FaultRun, Member, create_topic, delete_group, delete_topic, spread, stable, wait
+from bench.peers.faults import (Ctx, FaultRun, Member, alter_configs, create_topic, delete_group, delete_topic, spread,
+                               stable, wait)
 from bench.peers.parts import KAFKA_CLUSTER, KLAG_MODES, prom_value
 
 SAMPLE_S = 5.0
@@ -208,12 +209,6 @@ def producer_pause(ctx: Ctx, consuming_s: float = 40.0, writing_s: float = 60.0,
     return run
 
 
-def _alter(ctx: Ctx, topic: str, **config: str) -> None:
-    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in config.items()])
-    ctx.admin.incremental_alter_configs([resource])[resource].result(30)
-
-
 def _learned(ctx: Ctx, run: FaultRun, shown: Callable[[dict, str], bool], since: float) -> None:
     """Until every system shows what ``shown(figures, system)`` asks (the fault's moment is then not a
     first look), or LEARN_CAP_S; how long each took since ``since`` (the topic's creation) is noted."""
@@ -277,7 +272,8 @@ def retention(ctx: Ctx, written: int = 30, committed: int = 5, after_s: float = 
         return {"log_start": start, "true_lost": max(0, start - committed), "true_lag": end - committed}
 
     def cut() -> str:
-        _alter(ctx, topic, retention_ms="1000")
+        alter_configs(ctx, [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+            ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])])
         wait(lambda: _offsets(ctx, topic)[0] > committed, 120, "retention deleting the unread records", interval=1)
         return f"log start {_offsets(ctx, topic)[0]}"
     return _sampled(ctx, run, truth, "retention 1 s", cut, after_s)
