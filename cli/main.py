@@ -125,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_collect_parser(sub)
     from cli.config_check import add_config_parser
     add_config_parser(sub)
+    from cli.mcp_server import add_mcp_parser
+    add_mcp_parser(sub, DEFAULT_STACK_DIR)
     return p
 
 
@@ -220,6 +222,9 @@ def describe(state: StackState) -> str:
         if url:
             lines.append(f"  {name:<18} {url}")
     lines.append(f"  kmon exporter      http://127.0.0.1:{state.stream_port}/metrics (scraped by Prometheus)")
+    if "stream" in state.components:
+        lines.append(f"  {'what is wrong':<18} http://127.0.0.1:{state.stream_port}/api/v1/health "
+                     "(the API: README, Asking kmon over HTTP)")
     for key, port in state.collector_ports.items():
         lines.append(f"  {'collector ' + key:<18} http://127.0.0.1:{port}/metrics")
     if "stream" in state.components:

@@ -83,10 +83,10 @@ class Telemetry:
             http.stop(self._server)
             self._server = None
 
-    def _metrics_page(self) -> tuple[int, str, bytes]:
+    def _metrics_page(self, request: http.Request) -> tuple[int, str, bytes]:
         return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
 
-    def _health_page(self) -> tuple[int, str, bytes]:
+    def _health_page(self, request: http.Request) -> tuple[int, str, bytes]:
         problems = self.problems()
         body = "ok\n" if not problems else "unhealthy: " + "; ".join(problems) + "\n"
         return 503 if problems else 200, http.TEXT, body.encode()

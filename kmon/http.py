@@ -1,6 +1,6 @@
-"""A small HTTP server for a process's own endpoints (/metrics, /healthz): each path answers
-from a function, in daemon threads, without a log line per request; behind TLS (mTLS) and basic
-auth where a web config says so (kmon.web_config)."""
+"""A small HTTP server for a process's own endpoints (/metrics, /healthz, the stream app's API): each
+path answers from a function of the request, in daemon threads, without a log line per request;
+behind TLS (mTLS) and basic auth where a web config says so (kmon.web_config)."""
 from __future__ import annotations
 
 import logging
@@ -8,12 +8,23 @@ import socket
 import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Callable, Mapping
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from kmon.web_config import BasicAuth, WebConfig
 
-Route = Callable[[], "tuple[int, str, bytes]"]   # -> status, content type, body
+
+@dataclass(frozen=True)
+class Request:
+    path: str                            # decoded, without the query
+    params: Mapping[str, list[str]]      # the query's parameters, each with its values in order
+    route: str                           # the route that took it: the path, or the prefix it begins with
+
+
+Answer = tuple[int, str, bytes]   # status, content type, body
+# a route is a path, or a prefix ending in "/" that takes every path beginning with it
+Route = Callable[[Request], Answer]
 TEXT = "text/plain; charset=utf-8"
 HANDSHAKE_S = 10.0   # a client that connects and says nothing holds a thread this long at most
 # what a client that speaks plain HTTP to a TLS port is told (as Go's servers, the exporters', tell it)
@@ -85,15 +96,22 @@ def _names_allowed(cert: dict | None, allowed: tuple[str, ...]) -> bool:
 
 
 def _handler(routes: Mapping[str, Route], auth: BasicAuth) -> type[BaseHTTPRequestHandler]:
-    missing = f"not found: try {' or '.join(routes)}\n".encode()
+    missing = f"not found: try {' or '.join(r + '...' if r.endswith('/') else r for r in routes)}\n".encode()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             if not auth.allows(self.headers.get("Authorization")):
                 self._answer(401, TEXT, b"Unauthorized\n", ("WWW-Authenticate", 'Basic realm="kmon"'))
                 return
-            route = routes.get(urlsplit(self.path).path)
-            self._answer(*(route() if route is not None else (404, TEXT, missing)))
+            parts = urlsplit(self.path)
+            path = unquote(parts.path)
+            prefix = path if path in routes else max((r for r in routes if r.endswith("/") and path.startswith(r)),
+                                                     key=len, default=None)
+            if prefix is None:
+                self._answer(404, TEXT, missing)
+                return
+            request = Request(path, parse_qs(parts.query, keep_blank_values=True), prefix)
+            self._answer(*routes[prefix](request))
 
         def _answer(self, status: int, content_type: str, body: bytes, *headers: tuple[str, str]) -> None:
             self.send_response(status)

@@ -123,15 +123,20 @@ class BasicAuth:
         return True
 
 
+def read_yaml(path: Path, where: str, error: type[ValueError]) -> Any:
+    """The YAML document at ``path`` (an empty file: {}); ``error`` naming ``where`` when it does not read."""
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except OSError as e:
+        raise error(f"{where}: cannot read it: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise error(f"{where}: not YAML: {' '.join(str(e).split())}") from None
+
+
 def load(path: Path) -> WebConfig:
     """The file at ``path``, checked whole: certificates and keys load, hashes are bcrypt's."""
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except OSError as e:
-        raise WebConfigError(f"web config {path}: cannot read it: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise WebConfigError(f"web config {path}: not YAML: {e}") from None
     where = f"web config {path}"
+    raw = read_yaml(path, where, WebConfigError)
     if not isinstance(raw, dict):
         raise WebConfigError(f"{where}: a mapping of {', '.join(sorted(TOP_KEYS))} expected")
     _known(raw, TOP_KEYS, where)

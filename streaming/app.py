@@ -21,6 +21,7 @@ from kmon import http
 from kmon.codec import parse_json
 from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_probing, tcp_probe, watch
 from streaming import pydaemon
+from streaming.api import PREFIX as API_PREFIX, Api
 from streaming.driver import ViewDriver
 from streaming.exporter import serve_metrics
 from streaming.fold import entity_step
@@ -28,6 +29,7 @@ from streaming.fold.arrow import from_ipc
 from streaming.fold.entity import RecordJson
 from streaming.gc_tuning import FrozenAfterUse, collect_less_often
 from streaming.history_log import HistoryLog, writer_id
+from streaming.history_query import HistoryReader
 from streaming.checkpoint_lock import CheckpointLock
 from streaming.paths import history_dir
 from streaming.published import LatestPublished
@@ -71,9 +73,10 @@ class StreamApp:
                                  cfg.events_topic)
         self._views = ViewThread(self.driver, around=FrozenAfterUse().paused)
         self._views.start()
-        self._server = serve_metrics(cfg.metrics_host, cfg.metrics_port, self.holder, cfg.web)
-        log.info("exporter on %s://%s:%d/metrics%s", cfg.web.scheme, cfg.metrics_host, self.metrics_port,
-                 cfg.web.describe())
+        api = Api(self._views.ask, HistoryReader(history.dir))
+        self._server = serve_metrics(cfg.metrics_host, cfg.metrics_port, self.holder, cfg.web, more=api.routes())
+        log.info("exporter on %s://%s:%d/metrics, the API on %s/%s", cfg.web.scheme, cfg.metrics_host,
+                 self.metrics_port, API_PREFIX, cfg.web.describe())
         started = time.monotonic()
         log.info("starting Spark (%s)...", cfg.master or "master from spark-submit")
         self._spark = _session(cfg)

@@ -11,7 +11,7 @@ import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from streaming.fold.entity import UNKNOWN_SOURCE, RecordJson, record_from_json
 from streaming.history_log import HistoryLog
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 log = logging.getLogger("kmon.stream")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,10 @@ class ViewDriver:
         if changed:
             log.debug("batches %s: %d entities changed, %d held", ",".join(str(b.batch_id) for b in batches),
                       len(changed), len(self._stored))
+
+    def ask(self, question: Callable[[Views], T]) -> T:
+        """``question`` of the views as the latest presented batch left them (on the thread that presents)."""
+        return question(self._views)
 
     def _publish(self) -> None:
         self._holder.set(Published(self._views.exposition(self._stats), self._stats))

@@ -5,28 +5,21 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 import threading
 import time
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, TextIO
+from typing import TextIO
 
 from kmon import flags
 from kmon.history import TRANSITION_KINDS, Transition, order_key
 from kmon.signals import stop_on_signals
-from streaming.history_log import EARLIEST_MS, LATEST_MS, HistoryFile, files, read
+from streaming import history_query
+from streaming.history_log import files
+from streaming.history_query import Asked, Query, iso, read_or_warn, row_json
 from streaming.paths import default_checkpoint, history_dir
 
 log = logging.getLogger("kmon.history")
-
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-# kinds whose old/new are one broker id each: --broker also finds the broker that lost the role
-_BROKER_VALUED = frozenset({"leader_election", "unclean_leader_election", "controller_change"})
-
 
 def add_history_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -55,85 +48,12 @@ def add_history_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_history)
 
 
-@dataclass(frozen=True)
-class Query:
-    since_ms: int | None
-    until_ms: int | None
-    cluster: str | None = None
-    topic: str | None = None
-    broker: int | None = None
-    group: str | None = None
-    kinds: frozenset[str] | None = None
-
-    def matches(self, t: Transition) -> bool:
-        return ((self.since_ms is None or t.time_ms >= self.since_ms)
-                and (self.until_ms is None or t.time_ms <= self.until_ms)
-                and (self.cluster is None or t.cluster == self.cluster)
-                and (self.topic is None or t.topic == self.topic)
-                and (self.group is None or t.group == self.group)
-                and (self.kinds is None or t.kind in self.kinds)
-                and (self.broker is None or t.broker == self.broker
-                     or (t.kind in _BROKER_VALUED and t.old == str(self.broker))))
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in '90s', '15m', '1h', '2d', '1w'; ValueError naming the text."""
-    m = _DURATION.match(text.strip())
-    if not m:
-        raise ValueError(f"--since {text!r} is not a duration like 90s, 15m, 1h, 2d or 1w")
-    return float(m.group(1)) * _UNIT_S[m.group(2)]
-
-
-def parse_time(flag: str, text: str) -> int:
-    """Milliseconds since the epoch of an ISO 8601 time (UTC unless it has an offset) or of
-    epoch seconds; ValueError naming the flag and the text."""
-    text = text.strip()
-    try:
-        if re.fullmatch(r"\d+(\.\d+)?", text):
-            ms = float(text) * 1000
-        else:
-            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-            ms = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp() * 1000
-    except ValueError:
-        raise ValueError(f"{flag} {text!r} is not a time: use ISO 8601 (2026-11-23T14:05:00, "
-                         "UTC unless it has an offset) or epoch seconds") from None
-    if not EARLIEST_MS <= ms <= LATEST_MS:   # no day to look in (an offset can push year 1 or 9999 out)
-        raise ValueError(f"{flag} {text!r} is past the years 1 to 9999")
-    return int(ms)
-
-
-def _printable(text: str) -> str:
-    """The text, quoted and escaped when it holds what would break the line (a line feed, a CR)."""
-    return text if text.isprintable() else repr(text)
-
-
 def query_of(args: argparse.Namespace, now_ms: int) -> Query:
     """The flags as a Query; ValueError with the line to print for a bad one."""
-    kinds = None
-    if args.kind:
-        kinds = frozenset(k.strip() for k in args.kind.split(",") if k.strip())
-        unknown = sorted(kinds - TRANSITION_KINDS.keys())
-        if unknown or not kinds:
-            named = ", ".join(map(_printable, unknown)) or "(none given)"
-            raise ValueError(f"--kind {args.kind!r}: unknown kind {named}; kinds: {', '.join(TRANSITION_KINDS)}")
-    broker = None
-    if args.broker is not None:
-        if not re.fullmatch(r"-?\d+", args.broker.strip()):
-            raise ValueError(f"--broker {args.broker!r} is not a broker id (an integer)")
-        broker = int(args.broker)
-    if args.from_:
-        since = parse_time("--from", args.from_)
-    else:
-        back_ms = parse_duration(args.since) * 1000
-        if not back_ms <= now_ms - EARLIEST_MS:
-            raise ValueError(f"--since {args.since!r} reaches past the year 1")
-        since = now_ms - int(back_ms)
-    until = parse_time("--to", args.to) if args.to else None
-    if args.follow and until is not None:
+    if args.follow and args.to:
         raise ValueError("--follow and --to exclude each other: a range with an end has nothing new to follow")
-    if until is not None and until < since:
-        raise ValueError(f"--to {args.to!r} is before the start of the range")
-    return Query(since, until, args.cluster, args.topic, broker, args.group, kinds)
+    return history_query.query_of(Asked(args.since, args.from_, args.to, args.cluster, args.topic, args.broker,
+                                        args.group, args.kind), now_ms)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -184,21 +104,9 @@ def _new_rows(directory: Path, query: Query, read_files: set[Path], shown: set[T
         if f.path in read_files or (query.cluster is not None and f.cluster != query.cluster):
             continue
         read_files.add(f.path)
-        rows.update(t for t in _read_or_warn(f) if query.matches(t) and t not in shown)
+        rows.update(t for t in read_or_warn(f) if query.matches(t) and t not in shown)
     shown |= rows
     return sorted(rows, key=order_key)
-
-
-def _read_or_warn(f: HistoryFile) -> Iterable[Transition]:
-    try:
-        return list(read(f))
-    except ValueError as e:
-        log.warning("skipped %s", e)
-        return []
-
-
-def iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class JsonLines:
@@ -207,7 +115,7 @@ class JsonLines:
 
     def write(self, rows: list[Transition]) -> None:
         for t in rows:
-            self.stream.write(json.dumps({"time": iso(t.time_ms), **t._asdict()}) + "\n")
+            self.stream.write(json.dumps(row_json(t)) + "\n")
         self.stream.flush()
 
 

@@ -4,9 +4,12 @@ evaluations, the transition history against the counters."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 import urllib.parse
 import urllib.request
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -194,6 +197,35 @@ def metrics(port: int) -> dict[tuple[str, frozenset], float]:
 
 def value(port: int, name: str, cluster: str, **labels: str) -> float | None:
     return metrics(port).get((name, frozenset({"cluster": cluster, **labels}.items())))
+
+
+def api(port: int, path: str, **params: str) -> dict:
+    """The stream app's API (streaming/api.py): ``path`` under /api/v1, as parsed JSON."""
+    query = f"?{urllib.parse.urlencode(params)}" if params else ""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1{path}{query}", timeout=30) as r:
+        return json.loads(r.read())
+
+
+def mcp_answers(port: int, *calls: tuple[str, dict]) -> list[str]:
+    """Each (tool, arguments) of `kmon mcp` on the stream app at ``port``, called in one session of the MCP
+    SDK's own client over stdio, as an agent calls them; the text of each answer (an error fails)."""
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+    kmon = str(Path(sys.executable).with_name("kmon"))
+    server = StdioServerParameters(command=kmon, args=["mcp", "--api-url", f"http://127.0.0.1:{port}"],
+                                   env=dict(os.environ))
+
+    async def session() -> list[str]:
+        answers = []
+        async with Client(server, read_timeout_seconds=60) as client:
+            for tool, arguments in calls:
+                result = await client.call_tool(tool, arguments)
+                text = "\n".join(c.text for c in result.content)
+                assert not result.is_error, f"{tool}({arguments}): {text}"
+                answers.append(text)
+        return answers
+    return asyncio.run(session())
 
 
 def prom(stack: LocalStack, path: str, **params: str) -> dict:

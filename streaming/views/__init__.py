@@ -18,6 +18,7 @@ from streaming.views import balance, brokers, controller, groups, isr, quorum
 from streaming.views import self as self_family
 from streaming.views.cluster import ClusterModel, ViewOptions
 from streaming.views.exposition import Exposition, Text
+from streaming.views.health import ClusterHealth, cluster_health
 from streaming.views.stats import SelfStats
 
 log = logging.getLogger("kmon.stream")
@@ -70,6 +71,15 @@ class Views:
     def record_counts(self) -> dict[str, int]:
         """Records held per cluster, tombstones included."""
         return {cluster: len(model.records) for cluster, model in self._models.items()}
+
+    def health(self) -> list[ClusterHealth]:
+        """What is wrong now in each cluster, by name (the API's /api/v1/health)."""
+        return [cluster_health(self._models[cluster]) for cluster in sorted(self._models)]
+
+    def record(self, cluster: str, entity: str) -> EntityRecord | None:
+        """An entity's record as the views hold it (a tombstone too), None when they hold none."""
+        model = self._models.get(cluster)
+        return model.records.get(entity) if model is not None else None
 
     def refresh(self) -> None:
         """Render what the changes applied since the last refresh touched."""

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -96,6 +97,11 @@ def test_the_readme_main_command_runs_twice_in_one_checkout_and_keeps_its_parts_
                "the topic's partitions under-replicated")
     before = counters(at["exporter"])
     assert before[("kmon_isr_shrinks_total", frozenset({"cluster": CLUSTER, "topic": TOPIC, "broker": "3"}.items()))]
+    # the address the run printed for "what is wrong" says it too
+    with urllib.request.urlopen(at["health"], timeout=30) as r:
+        [health] = json.loads(r.read())["clusters"]
+    assert health["brokers"]["down"] == [3] and health["partitions"]["under_replicated"] >= 3
+    assert sorted(p["partition"] for p in health["problems"] if p.get("topic") == TOPIC) == [0, 1, 2]
 
     stream = state.components["stream"]
     os.kill(stream.pid, signal.SIGKILL)

@@ -19,8 +19,9 @@ from kmon.metrics import CATALOG
 from stack.local import LocalStack
 from stack.process import free_port
 from streaming.fold.entity import apply_event
+from streaming.history_query import row_json
 from tests.conftest import monitored_stack
-from tests.support import (RuleEvaluations, assert_history_agrees, assigned_replicas, create_topic, ever_fired,
+from tests.support import (RuleEvaluations, api, assert_history_agrees, mcp_answers, assigned_replicas, create_topic, ever_fired,
                            events_on, eventually, firing, history_rows, leave_group, metrics, never, partition_state,
                            preferred_election, prom, value)
 
@@ -82,6 +83,7 @@ def test_1_follower_killed_shrinks_isr_then_expands_after_restart(mon: LocalStac
     victim = next(b for b in mon.broker_ids() if b != controller)
     eventually(lambda: collector_value(mon, "zk", "kmon_collector_broker_reachable", broker=str(victim)) == 1, 30,
                "the broker answers kmon's probe")
+    killed_ms = int(time.time() * 1000)
     mon.kill_broker(victim)
     # kmon's own probe says so before ZooKeeper's session does
     eventually(lambda: collector_value(mon, "zk", "kmon_collector_broker_reachable", broker=str(victim)) == 0, 10,
@@ -95,16 +97,44 @@ def test_1_follower_killed_shrinks_isr_then_expands_after_restart(mon: LocalStac
     eventually(lambda: {"BrokerDown", "UnderReplicatedPartitions", "IsrShrinking"} <= firing(mon), 150,
                "alerts firing in Prometheus")
     assert ever_fired(mon, "BrokerUnreachable", "5m", broker=str(victim)), "kmon's probe alert came first"
+    the_api_says_so(mon, topic, victim, killed_ms)
     mon.start_broker(victim)
     eventually(lambda: v(mon, "kmon_under_replicated_partitions", topic=topic) == 0, 120, "URP back to 0")
     eventually(lambda: v(mon, "kmon_isr_expands_total", topic=topic, broker=str(victim)) == 3, 60, "expands")
     assert v(mon, "kmon_isr_shrinks_total", topic=topic, broker=str(victim)) == 3  # nothing counted twice
     assert v(mon, "kmon_broker_up", broker=str(victim)) == 1
+    healed = api(mon.state.stream_port, "/health", cluster=CLUSTER)["clusters"][0]
+    assert victim in healed["brokers"]["up"] and not [p for p in healed["problems"] if p.get("topic") == topic
+                                                      or p.get("broker") == victim]
+
+
+def the_api_says_so(mon: LocalStack, topic: str, victim: int, killed_ms: int) -> None:
+    """What /metrics says of a dead follower, the API says too, with since when and how it came about."""
+    assert mon.state
+    port = mon.state.stream_port
+    [health] = api(port, "/health", cluster=CLUSTER)["clusters"]
+    assert health["mode"] == "zookeeper" and health["controller"]["id"] == mon.controller_id()
+    assert victim in health["brokers"]["down"] and victim not in health["brokers"]["up"]
+    [down] = [p for p in health["problems"] if p["kind"] == "broker_down"]
+    assert down["broker"] == victim and killed_ms <= down["since_ms"] <= time.time() * 1000
+    urp = sorted(p["partition"] for p in health["problems"]
+                 if p.get("topic") == topic and p["kind"] == "under_replicated_partition")
+    assert urp == [0, 1, 2] and health["partitions"]["under_replicated"] >= 3
+    # the history's rows are `kmon history --json`'s, and the broker's entity shows its last ones
+    gone = api(port, "/history", since="10m", cluster=CLUSTER, kind="broker_gone", broker=str(victim))["rows"]
+    rows = [t for t in history_rows(mon, CLUSTER) if t.kind == "broker_gone" and t.broker == victim
+            and t.time_ms >= killed_ms]
+    assert rows and [r for r in gone if r["time_ms"] >= killed_ms] == [row_json(t) for t in rows]
+    entity = api(port, f"/entities/{CLUSTER}/broker:{victim}", transitions="5")
+    assert entity["record"]["deleted"] is True and entity["transitions"][-1]["kind"] == "broker_gone"
+    # and an agent asking kmon mcp hears it
+    [said] = mcp_answers(port, ("cluster_health", {"cluster": CLUSTER}))
+    assert f"- broker {victim} down since " in said and f"- {topic}:0 under-replicated: " in said, said
 
 
 def test_2_controller_killed_is_replaced_and_repeated_kills_flap(mon: LocalStack) -> None:
     eventually(lambda: v(mon, "kmon_controller_id") == mon.controller_id(), 60, "controller exported")
-    for _ in range(3):
+    for kill in range(3):
         old, epoch = mon.controller_id(), v(mon, "kmon_controller_epoch")
         changes = v(mon, "kmon_controller_changes_total")
         mon.kill_broker(old)
@@ -113,6 +143,8 @@ def test_2_controller_killed_is_replaced_and_repeated_kills_flap(mon: LocalStack
         # changes an election (each bumps the epoch; a loaded machine can add one of its own)
         elections, delta = v(mon, "kmon_controller_epoch") - epoch, v(mon, "kmon_controller_changes_total") - changes
         assert 1 <= elections <= delta <= 2 * elections, f"{delta} controller changes for {elections} elections"
+        if kill == 0:
+            an_agent_hears_of_it(mon, old, int(v(mon, "kmon_controller_id")))
         mon.start_broker(old)
     # every change on the events topic counted exactly once, whatever the collector saw
     record = None
@@ -124,6 +156,22 @@ def test_2_controller_killed_is_replaced_and_repeated_kills_flap(mon: LocalStack
     eventually(lambda: v(mon, "kmon_controller_changes_total") == record.counters.get(CONTROLLER_CHANGES, 0), 30,
                "controller changes equal to the changes on the events topic")
     eventually(lambda: "ControllerFlapping" in firing(mon), 120, "ControllerFlapping firing")
+
+
+def an_agent_hears_of_it(mon: LocalStack, old: int, new: int) -> None:
+    """kmon mcp's three tools, through the MCP SDK's client, on a controller just killed."""
+    assert mon.state
+    health, changed, explained = mcp_answers(
+        mon.state.stream_port, ("cluster_health", {}), ("what_changed", {"since": "5m", "kind": "controller_change"}),
+        ("explain", {"entity": "controller"}))
+    assert f"controller: broker {new} (epoch " in health and f"down {old}" in health, health
+    moves = [line for line in changed.splitlines()[1:] if "  controller_change  controller  " in line]
+    # its last change is to the new controller, from the old one (or from none, a gap the collector read)
+    assert moves and moves[-1].split("  ")[4] == f"broker {new}" and moves[-1].split("  ")[5].endswith(f"-> {new}"), changed
+    assert any(f"  {old} -> " in line for line in moves), changed
+    assert explained.startswith(f"controller in cluster {CLUSTER}: the cluster's active controller"), explained
+    assert f"Now: broker {new}, epoch " in explained and "How it got there (its last " in explained, explained
+    assert moves[-1] in explained, "its last change is the one what_changed ended with"
 
 
 def test_3_leader_killed_moves_leaders_and_preferred_election_restores_balance(mon: LocalStack) -> None:

@@ -50,9 +50,11 @@ class Run:
 
 
 def addresses(run: Run) -> dict[str, str]:
-    """What a user reads off the screen: the exporter, the monitored bootstrap, Prometheus, history."""
+    """What a user reads off the screen: the exporter, the API's health, the monitored bootstrap, Prometheus,
+    history."""
     exporter = run.line(r"kmon exporter\s+http://127\.0\.0\.1:(\d+)/metrics", 300)
     return {"exporter": exporter.group(1),
+            "health": run.line(r"^  what is wrong\s+(http://\S+)", 5).group(1),
             "bootstrap": run.line(r"^    bootstrap\s+(\S+)", 5).group(1),
             "prometheus": run.line(r"^  prometheus\s+(http://\S+)", 5).group(1),
             "history": run.line(r"^  what happened\s+(.+)$", 5).group(1)}

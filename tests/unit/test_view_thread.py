@@ -121,3 +121,25 @@ def test_presenting_batches_together_equals_presenting_them_in_turn(tmp_path: Pa
     assert apart.get().stats.input_rows == together.get().stats.input_rows
     assert value(scrape(apart), "kmon_controller_id") == value(scrape(together), "kmon_controller_id") == 1
     assert value(scrape(together), "kmon_controller_epoch") == 3
+
+
+def test_a_question_is_answered_between_presents_and_waits_for_the_one_running(held) -> None:
+    driver, views, _ = held
+    driver.release.set()
+    views.submit(persist(driver, 1, broker=1))
+    controller = lambda v: v.record("c1", "controller").state.broker_id   # noqa: E731
+    assert views.ask(controller, WAIT_S) == 1
+    driver.release.clear()
+    driver.entered.clear()
+    views.submit(persist(driver, 2, broker=2))
+    assert driver.entered.wait(WAIT_S)
+    with pytest.raises(TimeoutError):   # the views are busy with batch 2: the asker is told, not held
+        views.ask(controller, 0.2)
+    driver.release.set()
+    assert views.ask(controller, WAIT_S) == 2
+    with pytest.raises(KeyError):   # what a question raises is the asker's; the views go on
+        views.ask(lambda v: {}["x"], WAIT_S)
+    assert views.ask(controller, WAIT_S) == 2
+    views.stop()
+    with pytest.raises(TimeoutError, match="not running"):
+        views.ask(controller, WAIT_S)

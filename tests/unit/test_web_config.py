@@ -13,6 +13,7 @@ import bcrypt
 import pytest
 
 from kmon import http
+from kmon.http_client import ApiClient, ApiError, CredentialsError, load_credentials
 from kmon.web_config import BasicAuth, WebConfigError, load
 from stack.secure import SecureFiles
 
@@ -88,7 +89,7 @@ def served(tmp_path: Path, certs: SecureFiles) -> Iterator[callable]:
     servers = []
 
     def serve(text: str) -> int:
-        server = http.serve("127.0.0.1", 0, {"/metrics": lambda: (200, http.TEXT, b"up 1\n")}, "test-web",
+        server = http.serve("127.0.0.1", 0, {"/metrics": lambda request: (200, http.TEXT, b"up 1\n")}, "test-web",
                             load(_config(tmp_path, text)))
         servers.append(server)
         return server.server_address[1]
@@ -142,3 +143,45 @@ def test_mtls_wants_a_certificate_of_the_client_ca_and_one_of_the_allowed_names(
     port = served(tls + ", client_allowed_sans: [prometheus.example]}\n")
     with pytest.raises((ssl.SSLError, ConnectionError, http_client.RemoteDisconnected)):
         _get(port, known)
+
+
+def test_an_api_client_reaches_a_secured_server_with_its_credentials_file(tmp_path: Path, certs: SecureFiles) -> None:
+    """kmon mcp's credentials (kmon.http_client): Prometheus' basic_auth and tls_config, against kmon's own
+    server behind mTLS and basic auth."""
+    pem = certs.broker_pem
+    web = _config(tmp_path, f"tls_server_config: {{cert_file: {pem}, key_file: {pem}, "
+                            f"client_auth_type: RequireAndVerifyClientCert, client_ca_file: {certs.ca}}}\n"
+                            f"basic_auth_users: {{alice: '{HASH}'}}\n")
+    server = http.serve("127.0.0.1", 0, {"/api/v1/health": lambda request: (200, "application/json", b'{"ok": 1}')},
+                        "test-web", load(web))
+    url = f"https://127.0.0.1:{server.server_address[1]}"
+    (tmp_path / "password").write_text("s3cret\n")
+
+    def client(text: str) -> ApiClient:
+        path = tmp_path / "creds.yml"
+        path.write_text(text)
+        return ApiClient(url, load_credentials(path))
+    try:
+        right = (f"basic_auth: {{username: alice, password_file: password}}\n"
+                 f"tls_config: {{ca_file: {certs.ca}, cert_file: {certs.kmon_pem}, key_file: {certs.kmon_pem}}}\n")
+        assert client(right).get("/api/v1/health") == {"ok": 1}
+        wrong = right.replace("password_file: password", "password: nope")
+        with pytest.raises(ApiError, match="401 Unauthorized"):
+            client(wrong).get("/api/v1/health")
+        no_certificate = right.split("tls_config")[0] + f"tls_config: {{ca_file: {certs.ca}}}\n"
+        with pytest.raises(ApiError, match="does not answer"):
+            client(no_certificate).get("/api/v1/health")
+        with pytest.raises(ApiError, match="does not answer"):   # the server's CA not trusted
+            client(right.split("tls_config")[0]).get("/api/v1/health")
+    finally:
+        http.stop(server)
+    for text, says in [("basic_auth: {password: x}\n", "basic_auth: username is required"),
+                       ("basic_auth: {username: a, password: x, password_file: y}\n", "exclude each other"),
+                       ("tls_config: {cert_file: nothing.pem, key_file: nothing.pem}\n", "tls_config: cert_file: no such"),
+                       (f"tls_config: {{cert_file: {certs.kmon_pem}}}\n", "cert_file and key_file go together"),
+                       ("tls_config: {server_name: x}\n", "unknown key server_name")]:
+        path = tmp_path / "bad.yml"
+        path.write_text(text)
+        with pytest.raises(CredentialsError) as e:
+            load_credentials(path)
+        assert str(e.value).startswith(f"credentials file {path}: ") and says in str(e.value)

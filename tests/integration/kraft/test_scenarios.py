@@ -19,7 +19,7 @@ from kmon.events import EVENTS_TOPIC
 from stack.local import LocalStack
 from stack.process import free_port
 from tests.integration.kraft.conftest import CLUSTER
-from tests.support import (RuleEvaluations, assert_history_agrees, create_topic, ever_fired, events_on, eventually,
+from tests.support import (RuleEvaluations, api, assert_history_agrees, create_topic, ever_fired, events_on, eventually,
                            firing, never, preferred_election, quorum, reassign, value)
 
 pytestmark = pytest.mark.integration
@@ -76,6 +76,15 @@ def test_k2_a_broker_killed_is_fenced_its_isr_shrinks_and_it_comes_back(mon: Loc
     assert v(mon, "kmon_broker_up", broker=str(victim)) == 0
     eventually(lambda: v(mon, "kmon_under_replicated_partitions", topic=topic) == 3, 60, "URP")
     assert total(mon, "kmon_isr_shrinks_total", topic=topic, broker=str(victim)) == shrinks + 3
+    # the API says it as KRaft has it: the quorum, the broker fenced and down, its partitions
+    assert mon.state
+    [health] = api(mon.state.stream_port, "/health")["clusters"]
+    assert health["mode"] == "kraft" and health["quorum"]["leader"] == quorum(mon).leader_id
+    assert victim in health["brokers"]["fenced"] and victim in health["brokers"]["down"]
+    assert [p["fenced"] for p in health["problems"] if p["kind"] == "broker_down" and p["broker"] == victim] == [True]
+    assert sorted(p["partition"] for p in health["problems"] if p.get("topic") == topic) == [0, 1, 2]
+    fenced = api(mon.state.stream_port, f"/entities/{CLUSTER}/broker:{victim}")
+    assert fenced["record"]["state"]["fenced"] is True and fenced["transitions"][-1]["kind"] == "broker_fenced"
     mon.start(node_of(mon, victim))
     eventually(lambda: v(mon, "kmon_broker_fenced", broker=str(victim)) == 0, 90, "unfenced after the restart")
     eventually(lambda: v(mon, "kmon_under_replicated_partitions", topic=topic) == 0, 90, "ISR whole again")
