@@ -221,12 +221,16 @@ def describe(state: StackState) -> str:
     for name, url in (("prometheus", state.url("prometheus")), ("alertmanager", state.url("alertmanager"))):
         if url:
             lines.append(f"  {name:<18} {url}")
-    lines.append(f"  kmon exporter      http://127.0.0.1:{state.stream_port}/metrics (scraped by Prometheus)")
+    web = f"{state.scheme}://127.0.0.1"
+    lines.append(f"  kmon exporter      {web}:{state.stream_port}/metrics (scraped by Prometheus)")
     if "stream" in state.components:
-        lines.append(f"  {'what is wrong':<18} http://127.0.0.1:{state.stream_port}/api/v1/health "
+        lines.append(f"  {'what is wrong':<18} {web}:{state.stream_port}/api/v1/health "
                      "(the API: README, Asking kmon over HTTP)")
     for key, port in state.collector_ports.items():
-        lines.append(f"  {'collector ' + key:<18} http://127.0.0.1:{port}/metrics")
+        lines.append(f"  {'collector ' + key:<18} {web}:{port}/metrics")
+    if state.secure_files:   # kmon's endpoints behind TLS and a password too
+        lines.append(f"  {'their credentials':<18} {_shown(state.secure_files.web_client)} "
+                     "(kmon mcp --api-credentials-file; curl: --cacert ca.pem -u kmon:<web-kmon.password>)")
     if "stream" in state.components:
         lines.append(f"  {'what happened':<18} {_kmon_command()} history --dir {_shown(history_dir(checkpoint_dir(state.dir)))}")
     return "\n".join(lines)

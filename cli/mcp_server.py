@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from cli import api_answers
 from kmon import flags
-from kmon.http_client import ApiClient, ApiError, Credentials, CredentialsError, load_credentials
+from kmon.http_client import ApiClient, ApiError, CredentialsError, load_credentials
 from stack.state import StackError, StackState
 
 log = logging.getLogger("kmon.mcp")
@@ -37,15 +37,18 @@ def add_mcp_parser(sub: argparse._SubParsersAction, default_stack_dir: str) -> N
     flags.flag(p, "--dir", default=default_stack_dir, type=Path,
                help="the local stack whose stream app to ask when --api-url is not given")
     flags.flag(p, "--transport", default="stdio", choices=TRANSPORTS, help="stdio, or streamable-http")
-    flags.flag(p, "--host", default="127.0.0.1", metavar="H", help="with streamable-http: the address to listen on")
-    flags.flag(p, "--port", default=8000, type=flags.port, metavar="P",
+    flags.flag(p, "--mcp-host", default="127.0.0.1", metavar="H",
+               help="with streamable-http: the address to listen on")
+    flags.flag(p, "--mcp-port", default=8000, type=flags.port, metavar="P",
                help="with streamable-http: the port (the MCP endpoint is /mcp)")
     p.set_defaults(handler=cmd_mcp)
 
 
-def api_url(args: argparse.Namespace) -> str:
+def api_client(args: argparse.Namespace) -> ApiClient:
+    """The API --api-url names, or the local stack's (with its credentials where it is secured)."""
+    given = load_credentials(args.api_credentials_file) if args.api_credentials_file else None
     if args.api_url:
-        return args.api_url
+        return ApiClient(args.api_url, given)
     try:
         state = StackState.load(args.dir)
     except StackError as e:
@@ -53,23 +56,22 @@ def api_url(args: argparse.Namespace) -> str:
     if state is None or "stream" not in state.components:
         raise ApiError(f"no --api-url, and no local stack with a stream app in {args.dir}: give the stream "
                        "app's address (--api-url http://HOST:PORT, or KMON_API_URL), or start one (make run)")
-    return f"http://127.0.0.1:{state.stream_port}"
+    return ApiClient(f"{state.scheme}://127.0.0.1:{state.stream_port}", given or state.web_credentials())
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     try:
-        credentials = load_credentials(args.api_credentials_file) if args.api_credentials_file else Credentials()
-        client = ApiClient(api_url(args), credentials)
+        client = api_client(args)
     except (CredentialsError, ApiError) as e:
         print(f"kmon mcp: {e}", file=sys.stderr)
         return 2
     server = build_server(client)
     log.info("kmon mcp: answering from %s over %s%s", client.base_url, args.transport,
-             f" on http://{args.host}:{args.port}/mcp" if args.transport != "stdio" else "")
+             f" on http://{args.mcp_host}:{args.mcp_port}/mcp" if args.transport != "stdio" else "")
     if args.transport == "stdio":
         server.run("stdio")
     else:
-        server.run("streamable-http", host=args.host, port=args.port)
+        server.run("streamable-http", host=args.mcp_host, port=args.mcp_port)
     return 0
 
 

@@ -45,7 +45,12 @@ def collector_argv(stack: LocalStack, opts: MonitorOptions, collector: Collector
                  *(("--config", s.config_file) if s.config_file else ()),   # its client properties inline
                  "--cluster", w.name if w else opts.cluster,
                  "--events-bootstrap-servers", s.events_bootstrap_servers, "--events-topic", opts.events_topic,
-                 *_events_client_flags(s), "--metrics-port", str(metrics_port))
+                 *_events_client_flags(s), "--metrics-port", str(metrics_port), *_web_flags(s))
+
+
+def _web_flags(s: StackState) -> tuple[str, ...]:
+    """A secured stack serves kmon's own endpoints over TLS with a password too (stack/secure.py)."""
+    return ("--web-config-file", str(s.secure_files.web_config)) if s.secure_files else ()
 
 
 def _watched(s: StackState, opts: MonitorOptions, collector: Collector) -> list[str]:
@@ -86,7 +91,7 @@ def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
         port = s.collector_ports[collector.key]
         if f"collector-{collector.key}" not in s.components:
             stack.add_service(f"collector-{collector.key}", collector_argv(stack, opts, collector, port), port,
-                              marker=f"--metrics-port {port}", ready_url=f"http://127.0.0.1:{port}/healthz")
+                              marker=f"--metrics-port {port}", ready_url=f"{s.scheme}://127.0.0.1:{port}/healthz")
     if "stream" not in s.components:
         port = s.stream_port
         stack.add_service("stream", _kmon(
@@ -94,7 +99,7 @@ def start_monitor(stack: LocalStack, opts: MonitorOptions) -> None:
             *(("--config", s.config_file) if s.config_file else ()), *_events_client_flags(s),
             "--checkpoint", str(checkpoint_dir(stack.dir)),
             "--metrics-host", "127.0.0.1",
-            "--metrics-port", str(port), "--master", opts.spark_master,
+            "--metrics-port", str(port), *_web_flags(s), "--master", opts.spark_master,
             *(() if opts.trigger_seconds is None else ("--trigger-interval", str(opts.trigger_seconds))),
             *(() if opts.partition_detail is None else ("--partition-detail", opts.partition_detail))),
-            port, marker=f"--metrics-port {port}", ready_url=f"http://127.0.0.1:{port}/metrics")
+            port, marker=f"--metrics-port {port}", ready_url=f"{s.scheme}://127.0.0.1:{port}/metrics")

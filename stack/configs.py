@@ -234,14 +234,27 @@ def events_node_properties(port: int, controller_port: int, log_dir: Path) -> st
     })
 
 
+def scrape_security(ca_file: Path, username: str, password_file: Path) -> dict[str, object]:
+    """How Prometheus scrapes kmon's endpoints behind the secured stack's web config (stack/secure.py)."""
+    return {"scheme": "https", "tls_config": {"ca_file": str(ca_file)},
+            "basic_auth": {"username": username, "password_file": str(password_file)}}
+
+
 def prometheus_config(stream_targets: list[str], collector_targets: list[str],
-                      alertmanager: str) -> str:
-    text = PROMETHEUS_TEMPLATE.read_text()
-    for placeholder, value in {
+                      alertmanager: str, security: dict[str, object] | None = None) -> str:
+    filled = {
         "{{STREAM_TARGETS}}": json.dumps(stream_targets),
         "{{COLLECTOR_TARGETS}}": json.dumps(collector_targets),
         "{{ALERTMANAGER}}": json.dumps([alertmanager]),
         "{{RULES_DIR}}": str(RULES_DIR),
-    }.items():
-        text = text.replace(placeholder, value)
-    return text
+        # each job's own settings, as JSON flow mappings (YAML reads them as they are)
+        "{{SCRAPE_SECURITY}}": "".join(f"\n    {key}: {json.dumps(v)}" for key, v in (security or {}).items()),
+    }
+
+    def fill(line: str) -> str:
+        if line.lstrip().startswith("#"):   # the header names the placeholders
+            return line
+        for placeholder, value in filled.items():
+            line = line.replace(placeholder, value)
+        return line
+    return "".join(fill(line) for line in PROMETHEUS_TEMPLATE.read_text().splitlines(keepends=True))

@@ -39,7 +39,7 @@ from stack.kraft_nodes import format_events_node, format_storage, kraft_layout
 from stack.owner import Busy, OwnerLock
 from stack.probes import formatted_cluster_id, four_letter, http_ok, kraft_cluster_id
 from stack.process import PortPicker, cmdline, reap, spawn, stop, stop_all, wait_until
-from stack.secure import MTLS_LISTENER
+from stack.secure import MTLS_LISTENER, WEB_USER
 from stack.state import EVENTS, Component, StackError, StackRequest, StackState, collectors, kafka_node, stop_order
 
 log = logging.getLogger("kmon.stack")
@@ -195,7 +195,8 @@ class LocalStack:
         if name == EVENTS:
             cluster_views.wait_events_node(c, timeout)
         elif c.ready_url:
-            wait_until(lambda: http_ok(c.ready_url), timeout, f"{name} (log: {c.log})", alive=c.alive)
+            credentials = self.state.web_credentials()
+            wait_until(lambda: http_ok(c.ready_url, credentials), timeout, f"{name} (log: {c.log})", alive=c.alive)
 
     def respawn(self, name: str) -> None:
         """Start a dead component again without waiting for it (kmon run's keeper)."""
@@ -444,10 +445,12 @@ class LocalStack:
     def _start_prometheus(self, port: int) -> None:
         assert self.state
         cfg = self.dir / "prometheus.yml"
+        files = self.state.secure_files
         cfg.write_text(configs.prometheus_config(
             [f"127.0.0.1:{self.state.stream_port}"],
             [f"127.0.0.1:{p}" for p in self.state.collector_ports.values()],
-            f"127.0.0.1:{self.state.components['alertmanager'].port}"))
+            f"127.0.0.1:{self.state.components['alertmanager'].port}",
+            configs.scrape_security(files.ca, WEB_USER, files.web_password) if files else {}))
         c = self._add("prometheus", port, [
             self.tools.prometheus, f"--config.file={cfg}", f"--storage.tsdb.path={self.dir / 'prometheus-data'}",
             f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle", "--log.level=info"], str(cfg))

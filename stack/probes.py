@@ -14,6 +14,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
+from kmon.http_client import Credentials
 from kmon.reachability import kafka_probe
 
 
@@ -87,6 +88,9 @@ def four_letter(port: int, word: str) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
-def http_ok(url: str) -> bool:
-    with urllib.request.urlopen(url, timeout=2) as r:
+def http_ok(url: str, credentials: Credentials | None = None) -> bool:
+    """200 from ``url`` (kmon's own endpoints: over TLS and with a password where the stack is secured)."""
+    credentials = credentials or Credentials()
+    request = urllib.request.Request(url, headers=credentials.header())
+    with urllib.request.urlopen(request, timeout=2, context=credentials.tls) as r:
         return r.status == 200

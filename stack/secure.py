@@ -15,9 +15,14 @@ The SCRAM users are formatted into the storage (``--add-scram``). ``admin`` is a
 kmon is granted on the cluster what it needs and no more: DESCRIBE (DescribeQuorum, ListGroups)
 and CLUSTER_ACTION (fetching the metadata log as an observer).
 
+kmon's own HTTP endpoints (the stream app's /metrics and API, each collector's /metrics and
+/healthz) are served over TLS with the same CA's certificate for 127.0.0.1, behind basic auth
+(user ``kmon``): ``web-config.yml`` is their ``--web-config-file``, ``web-client.yml`` the
+credentials their clients take (Prometheus' scrape, ``kmon mcp --api-credentials-file``).
+
 Everything lives in ``<stack dir>/secure/``: passwords (random per stack, files readable by
-the owner only), certificates, JAAS files, and the two client properties files kmon's
-commands take (``--command-config``, ``--zk-client-config``).
+the owner only), certificates, JAAS files, and the client files kmon's commands take
+(``--command-config``, ``--zk-client-config``, ``--web-config-file``, ``--api-credentials-file``).
 """
 from __future__ import annotations
 
@@ -25,6 +30,9 @@ import secrets
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+import bcrypt
+import yaml
 
 from stack.configs import properties
 
@@ -37,6 +45,7 @@ SUPER_USER = "User:admin"
 # kmon's principals on a KRaft stack, by SASL login and by client certificate
 KMON_PRINCIPALS = ("User:kmon", "User:CN=kmon")
 MTLS_LISTENER = "CONTROLLER_MTLS"
+WEB_USER = "kmon"                    # the user of kmon's own endpoints (its web config's basic auth)
 DIGEST_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
 
 
@@ -75,6 +84,18 @@ class SecureFiles:
     @property
     def kmon_pem(self) -> Path:
         return self.root / "kmon.pem"          # kmon's client key and certificate chain (mTLS)
+
+    @property
+    def web_config(self) -> Path:
+        return self.root / "web-config.yml"       # kmon's endpoints: TLS and basic auth (kmon.web_config)
+
+    @property
+    def web_client(self) -> Path:
+        return self.root / "web-client.yml"       # their clients' credentials (kmon.http_client)
+
+    @property
+    def web_password(self) -> Path:
+        return self.root / f"web-{WEB_USER}.password"   # where password("web", WEB_USER) keeps it
 
     @property
     def kafka_client_mtls(self) -> Path:
@@ -119,8 +140,18 @@ class SecureFiles:
             "zookeeper.sasl.jaas.config": jaas_entry(DIGEST_MODULE, username="kmon",
                                                      password=self.password("zookeeper", "kmon")),
         }))
+        password = self.password("web", WEB_USER)   # written to web_password
+        hashed = self.root / f"web-{WEB_USER}.bcrypt"   # bcrypt salts each hash: made once, kept
+        if not hashed.exists():
+            hashed.write_bytes(bcrypt.hashpw(password.encode(), bcrypt.gensalt()))
+        self.web_config.write_text(yaml.safe_dump({
+            "tls_server_config": {"cert_file": str(self.broker_pem), "key_file": str(self.broker_pem)},
+            "basic_auth_users": {WEB_USER: hashed.read_text()}}))
+        self.web_client.write_text(yaml.safe_dump({
+            "basic_auth": {"username": WEB_USER, "password_file": str(self.web_password)},
+            "tls_config": {"ca_file": str(self.ca)}}))
         for path in (self.kafka_client, self.kafka_client_mtls, self.zk_client, self.zk_server_jaas,
-                     self.broker_jaas):
+                     self.broker_jaas, self.web_config, self.web_client, hashed):
             path.chmod(0o600)
 
     def _certificates(self) -> None:

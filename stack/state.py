@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from kmon.client_config import KafkaClientProperties, ZooKeeperClientProperties
+from kmon.http_client import Credentials, load_credentials
 from kmon.watched import KRAFT, WatchedCluster
 from stack import configs
 from stack.process import pid_alive
@@ -72,6 +73,16 @@ class StackState:
     @property
     def secure_files(self) -> SecureFiles | None:
         return SecureFiles(self.dir / "secure") if self.secure else None
+
+    @property
+    def scheme(self) -> str:
+        """Of kmon's own endpoints: https where the stack is secured (stack/secure.py)."""
+        return "https" if self.secure else "http"
+
+    def web_credentials(self) -> Credentials | None:
+        """What a client of kmon's own endpoints needs (none unless secure)."""
+        files = self.secure_files
+        return load_credentials(files.web_client) if files else None
 
     def kafka_client(self) -> dict[str, str]:
         """librdkafka settings a client of the local monitored cluster needs (none unless secure)."""

@@ -19,6 +19,7 @@ from cli.monitor import checkpoint_dir
 from kmon.codec import decode, encode
 from kmon.events import Event, MalformedEvent, PartitionState, ZnodeMeta, entity_key
 from kmon.history import COUNTED, Transition, order_key
+from kmon.http_client import Credentials
 from collectors.kraft.wire import QuorumInfo
 from stack.local import LocalStack
 from streaming.history_log import files, read
@@ -191,29 +192,39 @@ def assigned_replicas(stack: LocalStack, topic: str, partition: int) -> list[int
         return json.loads(data)["partitions"][str(partition)]
 
 
-def metrics(port: int) -> dict[tuple[str, frozenset], float]:
-    return samples(urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode())
+def metrics(port: int, credentials: Credentials | None = None) -> dict[tuple[str, frozenset], float]:
+    """/metrics of kmon's process on ``port``; over TLS with a password where ``credentials`` (a secured
+    stack's: StackState.web_credentials) say so."""
+    return samples(_get(port, "/metrics", credentials).decode())
 
 
-def value(port: int, name: str, cluster: str, **labels: str) -> float | None:
-    return metrics(port).get((name, frozenset({"cluster": cluster, **labels}.items())))
+def _get(port: int, path: str, credentials: Credentials | None) -> bytes:
+    scheme = "https" if credentials and credentials.tls else "http"
+    request = urllib.request.Request(f"{scheme}://127.0.0.1:{port}{path}",
+                                     headers=credentials.header() if credentials else {})
+    with urllib.request.urlopen(request, timeout=30, context=credentials.tls if credentials else None) as r:
+        return r.read()
 
 
-def api(port: int, path: str, **params: str) -> dict:
+def value(port: int, name: str, cluster: str, credentials: Credentials | None = None, **labels: str) -> float | None:
+    return metrics(port, credentials).get((name, frozenset({"cluster": cluster, **labels}.items())))
+
+
+def api(port: int, path: str, credentials: Credentials | None = None, **params: str) -> dict:
     """The stream app's API (streaming/api.py): ``path`` under /api/v1, as parsed JSON."""
     query = f"?{urllib.parse.urlencode(params)}" if params else ""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1{path}{query}", timeout=30) as r:
-        return json.loads(r.read())
+    return json.loads(_get(port, f"/api/v1{path}{query}", credentials))
 
 
-def mcp_answers(port: int, *calls: tuple[str, dict]) -> list[str]:
-    """Each (tool, arguments) of `kmon mcp` on the stream app at ``port``, called in one session of the MCP
-    SDK's own client over stdio, as an agent calls them; the text of each answer (an error fails)."""
+def mcp_answers(port: int, *calls: tuple[str, dict], argv: list[str] | None = None) -> list[str]:
+    """Each (tool, arguments) of `kmon mcp` on the stream app at ``port`` (or as ``argv`` says), called in one
+    session of the MCP SDK's own client over stdio, as an agent calls them; the text of each answer (an error
+    fails)."""
     import asyncio
 
     from mcp import Client, StdioServerParameters
     kmon = str(Path(sys.executable).with_name("kmon"))
-    server = StdioServerParameters(command=kmon, args=["mcp", "--api-url", f"http://127.0.0.1:{port}"],
+    server = StdioServerParameters(command=kmon, args=argv or ["mcp", "--api-url", f"http://127.0.0.1:{port}"],
                                    env=dict(os.environ))
 
     async def session() -> list[str]:

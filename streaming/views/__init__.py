@@ -41,9 +41,11 @@ class Views:
         self._stale: set[str] = set()                         # clusters changed since they were rendered
         self._errors: Counter[tuple[str, str]] = Counter()    # (cluster, family) -> failed builds
         self._logged: dict[str, float] = {}                   # family -> when its failure was last logged
+        self._health: list[ClusterHealth] | None = None       # as last asked, until a change is applied
 
     def apply(self, changed: Mapping[str, EntityRecord | None]) -> None:
         """Take changed records by message key (<cluster>/<entity>; None: gone)."""
+        self._health = None
         by_cluster: dict[str, dict[str, EntityRecord | None]] = {}
         for key, record in changed.items():
             cluster, entity = (record.cluster, record.entity) if record is not None \
@@ -73,8 +75,11 @@ class Views:
         return {cluster: len(model.records) for cluster, model in self._models.items()}
 
     def health(self) -> list[ClusterHealth]:
-        """What is wrong now in each cluster, by name (the API's /api/v1/health)."""
-        return [cluster_health(self._models[cluster]) for cluster in sorted(self._models)]
+        """What is wrong now in each cluster, by name (the API's /api/v1/health); the same answer again
+        while no change was applied (asked again and again, it costs nothing more)."""
+        if self._health is None:
+            self._health = [cluster_health(self._models[cluster]) for cluster in sorted(self._models)]
+        return self._health
 
     def record(self, cluster: str, entity: str) -> EntityRecord | None:
         """An entity's record as the views hold it (a tombstone too), None when they hold none."""

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Iterator
 
@@ -22,7 +21,7 @@ from stack.local import LocalStack
 from stack.process import free_port
 from stack.secure import SecureFiles
 from tests.conftest import monitored_stack
-from tests.support import create_topic, eventually, value
+from tests.support import create_topic, eventually, metrics, value
 
 pytestmark = pytest.mark.integration
 CLUSTER = "kraft-secure"
@@ -43,7 +42,7 @@ def files(stack: LocalStack) -> SecureFiles:
 
 def v(stack: LocalStack, name: str, cluster: str = CLUSTER, **labels: str) -> float | None:
     assert stack.state
-    return value(stack.state.stream_port, name, cluster, **labels)
+    return value(stack.state.stream_port, name, cluster, stack.state.web_credentials(), **labels)
 
 
 def collect_kraft(stack: LocalStack, controllers: str, config: Path, cluster: str) -> list[str]:
@@ -85,8 +84,7 @@ def test_the_collector_follows_the_secured_quorum_and_sees_a_broker_fenced(secur
     log = Path(secure.component("collector-kraft").log).read_text()
     assert "SASL_SSL SCRAM-SHA-512 as 'kmon'" in log
     secrets = [p.read_text() for p in files(secure).root.glob("kafka-*.password")]
-    with urllib.request.urlopen(f"http://127.0.0.1:{secure.state.collector_ports['kraft']}/metrics") as r:
-        shown = log + r.read().decode()
+    shown = log + repr(metrics(secure.state.collector_ports["kraft"], secure.state.web_credentials()))
     assert secrets and not [s for s in secrets if s in shown]
 
 

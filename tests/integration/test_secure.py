@@ -5,8 +5,10 @@ the stack wrote; wrong credentials end a collector with one line; no secret is e
 from __future__ import annotations
 
 import os
+import ssl
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Iterator
@@ -17,7 +19,7 @@ from confluent_kafka import Consumer, TopicPartition
 from stack.local import LocalStack
 from stack.secure import SecureFiles
 from tests.conftest import monitored_stack
-from tests.support import create_topic, eventually, value
+from tests.support import api, create_topic, eventually, mcp_answers, metrics, prom, value
 
 pytestmark = pytest.mark.integration
 CLUSTER = "secure"
@@ -26,8 +28,7 @@ TOPIC = "secured-topic"
 
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory, toolchain) -> Iterator[LocalStack]:
-    with monitored_stack(tmp_path_factory.mktemp("secure"), toolchain, CLUSTER, brokers=2, secure=True,
-                         prometheus=False) as stack:
+    with monitored_stack(tmp_path_factory.mktemp("secure"), toolchain, CLUSTER, brokers=2, secure=True) as stack:
         yield stack
 
 
@@ -38,7 +39,7 @@ def files(stack: LocalStack) -> SecureFiles:
 
 def v(stack: LocalStack, name: str, **labels: str) -> float | None:
     assert stack.state
-    return value(stack.state.stream_port, name, CLUSTER, **labels)
+    return value(stack.state.stream_port, name, CLUSTER, stack.state.web_credentials(), **labels)
 
 
 def kmon(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
@@ -92,15 +93,42 @@ def test_the_monitor_follows_a_secured_cluster_and_sees_a_broker_die(secure: Loc
     assert "(plaintext, SASL DIGEST-MD5 as 'kmon')" in logs["zk"]
 
 
+def test_kmon_s_own_endpoints_want_tls_and_the_password_and_its_prometheus_has_both(secure: LocalStack) -> None:
+    assert secure.state
+    credentials = secure.state.web_credentials()
+    assert credentials and credentials.tls
+    port = secure.state.stream_port
+    for url, context, code in [(f"http://127.0.0.1:{port}/metrics", None, 400),            # plain HTTP to TLS
+                               (f"https://127.0.0.1:{port}/api/v1/health", credentials.tls, 401)]:   # no password
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url, timeout=10, context=context)
+        assert refused.value.code == code
+    with pytest.raises(urllib.error.URLError) as untrusted:   # a client that does not trust the stack's CA
+        urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", timeout=10, context=ssl.create_default_context())
+    assert "CERTIFICATE_VERIFY_FAILED" in str(untrusted.value)
+    eventually(lambda: [c["cluster"] for c in api(port, "/health", credentials)["clusters"]] == [CLUSTER], 90,
+               "the API, over TLS with the password")
+
+    def scraped() -> dict[str, set[float]]:
+        ups: dict[str, set[float]] = {}
+        for r in prom(secure, "/api/v1/query", query="up")["result"]:
+            ups.setdefault(r["metric"]["job"], set()).add(float(r["value"][1]))
+        return ups
+    eventually(lambda: scraped() == {"kmon-stream": {1.0}, "kmon-collector": {1.0}}, 60,
+               "Prometheus scraping the stream app and both collectors over TLS with the password")
+    # kmon mcp on the local stack finds its address and its credentials by itself
+    [said] = mcp_answers(port, ("cluster_health", {}), argv=["mcp", "--dir", str(secure.dir)])
+    assert said.startswith(f"Cluster {CLUSTER} (ZooKeeper mode)"), said
+
+
 def test_no_secret_in_logs_help_or_metrics(secure: LocalStack) -> None:
     assert secure.state
     secrets = [p.read_text() for p in files(secure).root.glob("*.password")]
-    assert len(secrets) == 4
+    assert len(secrets) == 5
     shown = [Path(c.log).read_text(errors="replace") for n, c in secure.state.components.items()
              if n.startswith(("collector-", "stream"))]
     for port in (secure.state.stream_port, *secure.state.collector_ports.values()):
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-            shown.append(r.read().decode())
+        shown.append(repr(metrics(port, secure.state.web_credentials())))
     env = {"KMON_MONITORED_KAFKA_SASL_JAAS_CONFIG": f'x.ScramLoginModule required password="{secrets[0]}";'}
     for command in (("collect", "groups"), ("collect", "zk"), ("stream",)):
         shown.append(subprocess.run([sys.executable, "-m", "cli", *command, "--help"], capture_output=True,

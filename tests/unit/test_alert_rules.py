@@ -14,9 +14,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kmon.metrics import known_series_names
-from stack.configs import prometheus_config
+from stack.configs import prometheus_config, scrape_security
 from tests.tools import duration_s, prometheus_global, required_tool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -336,7 +337,24 @@ def test_prometheus_config_is_valid_and_loads_the_rules(rendered_config: str, tm
     assert res.returncode == 0, res.stdout + res.stderr
     assert str(RULES) in res.stdout, "the rules file is not loaded"
     assert RULE_TESTS.name not in res.stdout, "the unit-test file must not be loaded as rules"
-    assert "{{" not in rendered_config.replace("{{ ", ""), "unreplaced placeholder"
+    assert not [line for line in rendered_config.splitlines() if "{{" in line.replace("{{ ", "")
+                and not line.lstrip().startswith("#")], "unreplaced placeholder"
+
+
+def test_a_secured_stack_is_scraped_over_tls_with_its_password(tmp_path: Path) -> None:
+    ca, password = tmp_path / "ca.pem", tmp_path / "password"
+    ca.write_text("")
+    password.write_text("x")
+    rendered = prometheus_config(["127.0.0.1:9308"], ["127.0.0.1:9310"], "127.0.0.1:9093",
+                                 scrape_security(ca, "kmon", password))
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(rendered)
+    res = _run(required_tool("promtool"), "check", "config", str(cfg))
+    assert res.returncode == 0, res.stdout + res.stderr
+    jobs = {job["job_name"]: job for job in yaml.safe_load(rendered)["scrape_configs"]}
+    for job in ("kmon-stream", "kmon-collector"):
+        assert jobs[job]["scheme"] == "https" and jobs[job]["tls_config"] == {"ca_file": str(ca)}
+        assert jobs[job]["basic_auth"] == {"username": "kmon", "password_file": str(password)}
 
 
 def test_prometheus_config_scrapes_the_given_targets(rendered_config: str) -> None:

@@ -1,10 +1,12 @@
 """The stream app's API over views and a history built by hand: what /api/v1/health, /history and
 /entities answer, and the one-line 400 of each bad parameter."""
+import contextlib
 import json
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -50,15 +52,24 @@ class Clock:
         return NOW
 
 
-@pytest.fixture
-def served(tmp_path: Path):
+@contextlib.contextmanager
+def serving(directory: Path) -> Iterator[tuple[Views, str]]:
+    """The API on RECORDS and ROWS, its clock at NOW: the views, and the server's URL."""
     views = Views(ViewOptions())
     views.apply(keyed(RECORDS))
-    HistoryLog(tmp_path, "w1", 7, Clock()).append(0, [table(ROWS)])
-    api = Api(lambda question, timeout: question(views), HistoryReader(tmp_path), Clock())
+    HistoryLog(directory, "w1", 7, Clock()).append(0, [table(ROWS)])
+    api = Api(lambda question, timeout: question(views), HistoryReader(directory), Clock())
     server = serve_metrics("127.0.0.1", 0, LatestPublished(), more=api.routes())
-    yield views, f"http://127.0.0.1:{server.server_address[1]}"
-    http.stop(server)
+    try:
+        yield views, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        http.stop(server)
+
+
+@pytest.fixture
+def served(tmp_path: Path):
+    with serving(tmp_path) as both:
+        yield both
 
 
 def get(url: str) -> dict:
@@ -193,3 +204,13 @@ def test_a_file_rewritten_is_read_again_and_an_unchanged_one_is_not(tmp_path: Pa
     time.sleep(0.01)
     log.append(0, [table(ROWS[:2])])   # the batch run again, with a row more
     assert len(reader.rows(everything)) == 2 and len(reads) == 1
+
+
+def test_the_views_answer_again_from_their_last_answer_until_a_change_is_applied():
+    views = Views(ViewOptions())
+    views.apply(keyed(RECORDS))
+    first = views.health()
+    assert views.health() is first   # asked again and again while nothing changed: nothing computed
+    views.apply(keyed([part("t", 2, 1, (1,), last_observed_ms=T0)]))
+    again = views.health()
+    assert again is not first and again[0].summary["partitions"]["under_replicated"] == 3

@@ -12,26 +12,42 @@ from mcp import Client, StdioServerParameters
 from cli import api_answers
 from stack.process import free_port
 from tests.support import eventually
-from tests.unit.test_api import NOW, served  # noqa: F401 (the fixture)
+from tests.unit.test_api import NOW, serving
 
 KMON = str(Path(sys.executable).with_name("kmon"))
 
 
-def call(server, tool: str, **arguments) -> tuple[bool, str]:
-    async def go() -> tuple[bool, str]:
+def calls(server, *asked: tuple[str, dict]) -> list[tuple[bool, str]]:
+    """Each (tool, arguments) in one session of the SDK's client: whether it is an error, and its text."""
+    async def go() -> list[tuple[bool, str]]:
+        answers = []
         async with Client(server, read_timeout_seconds=60) as client:
-            result = await client.call_tool(tool, arguments)
-            return result.is_error, "\n".join(c.text for c in result.content)
+            for tool, arguments in asked:
+                result = await client.call_tool(tool, arguments)
+                answers.append((result.is_error, "\n".join(c.text for c in result.content)))
+        return answers
     return asyncio.run(go())
+
+
+def call(server, tool: str, **arguments) -> tuple[bool, str]:
+    return calls(server, (tool, arguments))[0]
+
+
+@pytest.fixture
+def served(tmp_path: Path):
+    with serving(tmp_path) as both:
+        yield both
 
 
 def stdio(url: str, *more: str) -> StdioServerParameters:
     return StdioServerParameters(command=KMON, args=["mcp", "--api-url", url, *more], env=dict(os.environ))
 
 
-def test_the_three_tools_over_stdio(served):  # noqa: F811
+def test_the_three_tools_over_stdio(served):
     _, url = served
-    error, health = call(stdio(url), "cluster_health")
+    (error, health), (changed_error, changed), (explained_error, explained) = calls(
+        stdio(url), ("cluster_health", {}), ("what_changed", {"since": "1d", "kind": "broker_gone"}),
+        ("explain", {"entity": "partition:t:0", "cluster": "c1"}))
     assert not error
     assert "Cluster c1 (ZooKeeper mode)" in health and "controller: broker 1 (epoch 4)" in health
     assert "brokers: up 1, 2; down 3" in health
@@ -39,32 +55,30 @@ def test_the_three_tools_over_stdio(served):  # noqa: F811
     assert "t:1 under min ISR: ISR [2] of replicas [2, 3, 1], leader 2, min ISR 2" in health
     assert "group g (classic) stalled (t:0 stalled)" in health
 
-    error, changed = call(stdio(url), "what_changed", since="1d", kind="broker_gone")
-    assert not error and changed.splitlines() == [
+    assert not changed_error and changed.splitlines() == [
         "1 transitions in the last 1d (kind broker_gone), oldest first (1 broker_gone):",
         "2026-11-18T11:06:35.000Z  c1  broker_gone  broker 3  broker 3"]
 
-    error, explained = call(stdio(url), "explain", entity="partition:t:0", cluster="c1")
-    assert not error
+    assert not explained_error
     assert explained.startswith("partition:t:0 in cluster c1: one partition's leader, ISR and epochs.")
     assert "Now: leader 1, ISR [1, 2]" in explained and "How it got there (its last 7 transitions):" in explained
     assert "What else changed within 5 minutes of 2026-11-18T11:06:35.006Z (1 broker_gone):" in explained
 
 
-def test_a_bad_request_is_a_tool_error_that_says_why(served):  # noqa: F811
+def test_a_bad_request_is_a_tool_error_that_says_why(served):
     _, url = served
-    error, said = call(stdio(url), "what_changed", since="yesterday")
+    (error, said), (unknown, about) = calls(stdio(url), ("what_changed", {"since": "yesterday"}),
+                                            ("explain", {"entity": "broker:9", "cluster": "c1"}))
     assert error and "since 'yesterday' is not a duration" in said
-    error, said = call(stdio(url), "explain", entity="broker:9", cluster="c1")
-    assert error and "404 no entity 'c1/broker:9'" in said
+    assert unknown and "404 no entity 'c1/broker:9'" in about
     error, said = call(stdio("http://127.0.0.1:1"), "cluster_health")
     assert error and "kmon's API at http://127.0.0.1:1 does not answer" in said
 
 
-def test_streamable_http_serves_the_same_tools(served):  # noqa: F811
+def test_streamable_http_serves_the_same_tools(served):
     _, url = served
     port = free_port()
-    server = subprocess.Popen([KMON, "mcp", "--api-url", url, "--transport", "streamable-http", "--port", str(port)],
+    server = subprocess.Popen([KMON, "mcp", "--api-url", url, "--transport", "streamable-http", "--mcp-port", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         def answers() -> bool:
