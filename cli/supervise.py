@@ -23,7 +23,7 @@ import time
 from typing import Callable
 
 from kmon.restarts import pause_after
-from kmon.signals import die_with_parent
+from kmon.signals import die_with_parent, on_signals
 
 log = logging.getLogger("kmon.collector")
 
@@ -38,13 +38,12 @@ def supervised(argv: list[str], collect: Callable[[], int]) -> int:
     stopping = threading.Event()
     child: subprocess.Popen | None = None
 
-    def forward(signum: int, _frame: object) -> None:
+    def forward(signum: int) -> None:
         stopping.set()
         if child is not None and child.poll() is None:
             child.send_signal(signum)
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, forward)
+    on_signals(forward)
     pause: float | None = None
     while True:
         started = time.monotonic()
