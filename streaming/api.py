@@ -92,7 +92,7 @@ class Api:
         with self._lock:   # a problem keeps the since of its first sight while it lasts
             kept = {k: since for k, since in self._since.items() if k[0] != health.cluster}
             for p in health.problems:
-                key = p[:6]   # Problem.key, without a call per problem (25k of them after a broker failure at 100k)
+                key = p[:6]   # the problem's identity (Problem's first six fields)
                 kept[key] = self._since.get(key, p.observed_ms)
             self._since = kept
             listed = [(p, kept[p[:6]]) for p in health.problems[:limit]]

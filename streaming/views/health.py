@@ -20,7 +20,8 @@ PROBLEM_KINDS = ("no_controller", "no_quorum_leader", "broker_down", *PARTITION_
 
 class Problem(NamedTuple):
     """One problem, cheap to make (a broker failure at 100k partitions makes 25k): its fields for the
-    answer are built from ``what`` only for the problems an answer lists."""
+    answer are built from ``what`` only for the problems an answer lists. Its first six fields are its
+    identity: the same problem at the next request has the same ones."""
     cluster: str
     kind: str                       # one of PROBLEM_KINDS
     broker: int | None
@@ -29,11 +30,6 @@ class Problem(NamedTuple):
     group: str | None
     observed_ms: int | None         # the latest observation of the entity that shows it (None: never seen)
     what: Any = None                # the PartitionView, GroupState or broker state it was judged from
-
-    @property
-    def key(self) -> tuple:
-        """The problem's identity: the same problem at the next request has the same key."""
-        return self[:6]
 
     def fields(self) -> dict[str, Any]:
         """The entity fields that apply, and what says more about it."""
