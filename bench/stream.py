@@ -23,7 +23,7 @@ from kmon.events import Event, PartitionState, ZnodeMeta, entity_key
 from streaming.app import StreamApp
 from streaming.config import StreamConfig
 from streaming.fold.entity_step import fold
-from streaming.gc_tuning import collect_less_often
+from streaming.gc_tuning import collect_less_often, release_freed_memory
 
 TOPIC = "kmon-bench-events"
 STORMS = 5   # broker failures absorbed one after the other, each a storm measured (their spread is wide)
@@ -97,6 +97,7 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
                   **_logic_limits(messages, cfg.max_offsets_per_trigger)}
         del messages
         gc.collect()
+        release_freed_memory()   # the C heap's pages the bench's data left, given back as the app gives its own
         # what the driver process holds before the app: the bench's own data and what it left behind
         before_app_mb = rss_mb(os.getpid())
         app = StreamApp(cfg)

@@ -7,7 +7,7 @@ from typing import Iterator
 
 import pytest
 
-from streaming.gc_tuning import FrozenAfterUse
+from streaming.gc_tuning import FrozenAfterUse, release_freed_memory
 
 
 class Node:
@@ -68,3 +68,30 @@ def test_a_cycle_alive_at_the_freeze_waits_for_the_thaw() -> None:
         pass
     assert alive() is None, "the thaw collects what was frozen"
     assert gc.get_freeze_count() > 0, "and freezes again after it"
+
+
+def test_the_c_heap_is_trimmed_after_a_block_at_most_every_trim_interval() -> None:
+    now, trims = [0.0], []
+    frozen = FrozenAfterUse(clock=lambda: now[0], trim_every_s=10, trim=lambda: trims.append(now[0]))
+    for now[0] in (1.0, 9.0, 10.0, 15.0, 20.5):
+        with frozen.paused():
+            pass
+    assert trims == [10.0, 20.5]
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+def test_freed_strings_pinned_by_a_few_survivors_go_back_to_the_os() -> None:
+    """What a batch frees between strings it keeps stays with the process until trimmed (glibc only
+    gives back the top of its heap by itself)."""
+    strings = [("x" * 700 + str(i)) for i in range(200_000)]   # record-sized: past pymalloc, in glibc's heap
+    kept = strings[::50]
+    del strings
+    before = _resident_bytes()
+    release_freed_memory()
+    freed = before - _resident_bytes()
+    assert len(kept) == 4_000
+    assert freed > 50 * 2**20, f"{freed / 2**20:.0f} MB given back of ~140 MB freed"
