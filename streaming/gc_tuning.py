@@ -24,7 +24,6 @@ memory").
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
 import logging
 import time
@@ -39,17 +38,10 @@ TRIM_EVERY_S = 10.0
 
 def release_freed_memory() -> None:
     """Free pages of every glibc arena back to the OS; nothing where the C library is not glibc."""
-    trim = getattr(_libc(), "malloc_trim", None)
+    # the process's own symbols (dlopen(NULL)), libc's among them: no library search, which would run ldconfig
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
     if trim is not None:
         trim(0)   # ctypes lets go of the GIL meanwhile: scrapes are served
-
-
-def _libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c")
-    try:
-        return ctypes.CDLL(name) if name else None
-    except OSError:
-        return None
 
 
 def collect_less_often() -> None:
