@@ -22,7 +22,6 @@ from typing import Callable
 from bench.support.parts import kind
 from bench.support.pytest_timeline import TIMELINE_ENV
 
-ROOT = Path(__file__).resolve().parents[1]
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -31,9 +30,10 @@ def run(argv: list[str], every_s: float, progress: Callable[[str], None]) -> lis
     progress(f"running {' '.join(argv)}, sampling every {every_s:g} s")
     with tempfile.TemporaryDirectory(prefix="kmon-suite-cpu-") as scratch:
         timeline = Path(scratch) / "timeline"
+        # pytest finds the plugin from the checkout it runs in; a PYTHONPATH would reach every process the
+        # tests start (the wheel's tests then ran the checkout's code instead of the wheel's)
         env = {**os.environ, TIMELINE_ENV: str(timeline),
-               "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} -p bench.support.pytest_timeline".strip(),
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+               "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} -p bench.support.pytest_timeline".strip()}
         seen, samples = _sample(argv, env, every_s, progress)
         tests = _timeline(Path(scratch))
     cpu: Counter[str] = Counter()

@@ -138,7 +138,10 @@ def test_the_collector_follows_the_quorum_over_mtls_with_its_certificate(secure:
         "--events-bootstrap-servers", secure.state.events_bootstrap_servers, "--metrics-port", str(port)],
         port, marker=f"--metrics-port {port}", ready_url=f"http://127.0.0.1:{port}/healthz")
     try:
-        eventually(lambda: v(secure, "kmon_brokers", cluster) == 3, 90, "the cluster exported from the mTLS listener")
+        # the brokers come from the metadata log, the quorum's leader from DescribeQuorum on a thread of its own:
+        # either may reach the views first
+        eventually(lambda: v(secure, "kmon_brokers", cluster) == 3 and v(secure, "kmon_controller_id", cluster)
+                   is not None, 90, "the cluster and its controller exported from the mTLS listener")
         assert v(secure, "kmon_controller_id", cluster) == v(secure, "kmon_controller_id")
     finally:
         secure.remove("collector-mtls")
