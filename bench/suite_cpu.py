@@ -22,7 +22,6 @@ from typing import Callable
 from bench.support.parts import kind
 from bench.support.pytest_timeline import TIMELINE_ENV
 
-
 TICK = os.sysconf("SC_CLK_TCK")
 
 

@@ -79,6 +79,6 @@ class FrozenAfterUse:
             gc.freeze()
             if enabled:
                 gc.enable()
-            if self._clock() - self._trimmed_at >= self._trim_every_s:
-                self._trimmed_at = self._clock()
+            if (now := self._clock()) - self._trimmed_at >= self._trim_every_s:
+                self._trimmed_at = now
                 self._trim()
