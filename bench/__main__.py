@@ -32,6 +32,8 @@ def main() -> int:
     st = sub.add_parser("stream", help="the Spark app on a real broker")
     st.add_argument("--partitions", default="100000", help="comma-separated sizes, one stack each")
     st.add_argument("--backlog", type=int, default=None, help="events to drain (default: 10 per partition)")
+    st.add_argument("--clusters", type=int, default=1,
+                    help="a fleet: this many clusters of --partitions each into the one app")
     st.add_argument("--delay-samples", type=int, default=50)
     st.add_argument("--trigger", type=float, default=StreamConfig.trigger_seconds)
     st.add_argument("--plot", metavar="PNG", help="also draw the cost curve over the sizes (needs .[bench])")
@@ -168,7 +170,8 @@ def main() -> int:
             plot.alert_times(tables["faults"], args.plot)
         return 0
     else:
-        rows = [stream.run(n, args.backlog or 10 * n, args.delay_samples, args.trigger, log)
+        rows = [stream.run(n, args.backlog or 10 * n * args.clusters, args.delay_samples, args.trigger, log,
+                           args.clusters)
                 for n in map(int, args.partitions.split(","))]
     print(_table(rows))
     print(json.dumps(rows), file=sys.stderr, flush=True)

@@ -60,31 +60,43 @@ def _rows(app: StreamApp) -> int:
     return sum(app.holder.get().stats.input_rows.values())
 
 
-def _backlog_events(shape: Shape, zxid: Zxids, backlog: int) -> Iterator[Event]:
-    """The healthy cluster, then broker failures until ``backlog`` events."""
+def _backlog_events(shapes: list[Shape], zxid: Zxids, backlog: int) -> Iterator[Event]:
+    """Each healthy cluster, then broker failures (cluster after cluster) until ``backlog`` events."""
     n = 0
-    for e in healthy(shape, zxid):
-        n += 1
-        yield e
-    broker = 1
+    for shape in shapes:
+        for e in healthy(shape, zxid):
+            n += 1
+            yield e
+    failure = 0
     while n < backlog:
-        for e in broker_failure(shape, zxid, broker % shape.brokers + 1):
+        shape = shapes[failure % len(shapes)]
+        for e in broker_failure(shape, zxid, (failure // len(shapes) + 1) % shape.brokers + 1):
             n += 1
             yield e
             if n >= backlog:
                 return
-        broker += 1
+        failure += 1
 
 
-def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progress: Callable[[str], None]) -> dict:
+def fleet(partitions: int, clusters: int) -> list[Shape]:
+    """``clusters`` synthetic clusters of ``partitions`` each; one is called "bench"."""
+    return [Shape(partitions=partitions, cluster="bench" if i == 0 else f"bench-{i:02d}") for i in range(clusters)]
+
+
+def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progress: Callable[[str], None],
+        clusters: int = 1) -> dict:
+    """``clusters`` clusters of ``partitions`` each into one app (a fleet); the storms and the delay
+    samples are the first cluster's."""
     with local_stack() as stack:
         assert stack.state
         boot = stack.state.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": boot})  # kept alive until the future resolves
         admin.create_topics([NewTopic(TOPIC, 4, 1)])[TOPIC].result(30)
-        shape, zxid = Shape(partitions=partitions), Zxids()
-        progress(f"producing a backlog: {partitions} partitions, then broker failures up to {backlog} events")
-        messages = list(_encoded(_backlog_events(shape, zxid, backlog)))   # kept for the fold's limit
+        shapes, zxid = fleet(partitions, clusters), Zxids()
+        shape = shapes[0]
+        progress(f"producing a backlog: {clusters} cluster(s) of {partitions} partitions, then broker failures up "
+                 f"to {backlog} events")
+        messages = list(_encoded(_backlog_events(shapes, zxid, backlog)))   # kept for the fold's limit
         produced = _produce(boot, messages)
         cfg = StreamConfig(bootstrap_servers=boot, events_topic=TOPIC, checkpoint=stack.dir.parent / "checkpoint",
                            metrics_host="127.0.0.1", metrics_port=0, master="local[2]", trigger_seconds=trigger,
@@ -119,7 +131,7 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
         finally:
             app.stop()
     drain = produced / drain_s
-    return {"partitions": partitions, "backlog_events": produced, "drain_s": drain_s,
+    return {"clusters": clusters, "partitions": partitions, "backlog_events": produced, "drain_s": drain_s,
             "drain_events_per_s": drain, **limits,
             "drain_vs_transport": drain / limits["transport_events_per_s"],
             "drain_vs_fold": drain / limits["fold_events_per_s"],

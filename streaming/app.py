@@ -20,7 +20,7 @@ from py4j.protocol import Py4JError
 from kmon import http
 from kmon.codec import parse_json
 from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_probing, tcp_probe, watch
-from streaming import pydaemon
+from streaming import cluster_share, pydaemon
 from streaming.api import PREFIX as API_PREFIX, Api
 from streaming.driver import ViewDriver
 from streaming.exporter import serve_metrics
@@ -70,7 +70,7 @@ class StreamApp:
         history = HistoryLog(history_dir(cfg.checkpoint, cfg.history_dir), writer_id(cfg.checkpoint),
                              cfg.history_retention_days)
         self.driver = ViewDriver(RecordLog(cfg.checkpoint / "kmon-views"), history, self.holder, cfg.views,
-                                 cfg.events_topic)
+                                 cfg.events_topic, takes=cfg.cluster_share.takes)
         self._views = ViewThread(self.driver, around=FrozenAfterUse().paused)
         self._views.start()
         api = Api(self._views.ask, HistoryReader(history.dir))
@@ -84,6 +84,9 @@ class StreamApp:
         self._query = _query(self._spark, cfg, self.on_batch)
         log.info("streaming %s from %s (checkpoint %s) after %.1fs",
                  cfg.events_topic, cfg.bootstrap_servers, cfg.checkpoint, time.monotonic() - started)
+        if not cfg.cluster_share.everything:
+            log.info("taking share %s of the clusters: those whose name's CRC-32 mod %d is %d",
+                     cfg.cluster_share, cfg.cluster_share.count, cfg.cluster_share.index)
 
     @property
     def metrics_port(self) -> int:
@@ -306,6 +309,8 @@ def _query(spark, cfg: StreamConfig, on_batch: Callable[..., None]):
 
     raw = spark.readStream.format("kafka").options(**kafka_source_options(cfg)).load()
     key = F.coalesce(F.col("key").cast("string"), F.lit(""))
+    if not cfg.cluster_share.everything:   # the other apps' clusters, left in the JVM
+        raw = raw.where(cluster_share.spark_condition(cfg.cluster_share, key))
     rows = raw.select(key.alias("key"), F.col("value").cast("string").alias("value"), "partition", "offset",
                       F.pmod(F.hash(key), F.lit(entity_step.BUCKETS)).alias("bucket"))
     out = rows.groupBy("bucket").applyInPandasWithState(

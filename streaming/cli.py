@@ -15,6 +15,7 @@ from kmon.class_archive import archive_options
 from kmon.signals import stop_on_signals
 from kmon.toolchain import find_toolchain
 from kmon.web_config import WebConfig
+from streaming.cluster_share import ClusterShare, parse_cluster_share
 from streaming.config import StreamConfig
 from streaming.views import ViewOptions
 from streaming.views.cluster import Detail
@@ -28,6 +29,9 @@ def add_stream_parser(sub: argparse._SubParsersAction) -> None:
     flags.flag(p, "--bootstrap-servers", type=flags.host_port_list,
                 help="Kafka cluster holding the events topic (required)")
     flags.flag(p, "--events-topic", default=StreamConfig.events_topic, help="events topic")
+    flags.flag(p, "--cluster-share", default=str(ClusterShare()), type=cluster_share, metavar="I/N",
+                help="take only share I of N of the events topic's clusters (a cluster's share: the CRC-32 of "
+                     "its name mod N), for a fleet split among N stream apps, each with its own checkpoint")
     config_flag(p, "the events cluster and the stream's settings")
     flags.flag(p, "--events-command-config", type=flags.readable_file, metavar="FILE",
                 help="Kafka client properties for the events cluster (security.protocol, sasl.*, ssl.*), "
@@ -77,7 +81,7 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
     except ClientConfigError as e:
         raise SystemExit(f"kmon stream: {e}") from None
     return StreamConfig(
-        bootstrap_servers=args.bootstrap_servers, events_topic=args.events_topic,
+        bootstrap_servers=args.bootstrap_servers, events_topic=args.events_topic, cluster_share=args.cluster_share,
         checkpoint=args.checkpoint, metrics_host=args.metrics_host, metrics_port=args.metrics_port,
         web=args.web_config_file or WebConfig(),
         master=None if submitted else args.master, trigger_seconds=args.trigger_interval,
@@ -89,6 +93,13 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
         spark_jars=() if submitted else tuple(find_toolchain().spark_jar_list()),
         driver_java_options=() if submitted else tuple(driver_class_archive(find_toolchain().cache / "cds")),
         kafka_client=client)
+
+
+def cluster_share(text: str) -> ClusterShare:
+    try:
+        return parse_cluster_share(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def driver_class_archive(directory: Path) -> list[str]:

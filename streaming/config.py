@@ -8,6 +8,7 @@ from pathlib import Path
 from kmon.client_config import KafkaClientProperties
 from kmon.events import EVENTS_TOPIC
 from kmon.web_config import WebConfig
+from streaming.cluster_share import ClusterShare
 from streaming.paths import default_checkpoint
 from streaming.views import ViewOptions
 
@@ -16,6 +17,8 @@ from streaming.views import ViewOptions
 class StreamConfig:
     bootstrap_servers: str
     events_topic: str = EVENTS_TOPIC
+    # the clusters of the events topic this app takes (a fleet split among apps); all by default
+    cluster_share: ClusterShare = ClusterShare()
     checkpoint: Path = field(default_factory=default_checkpoint)
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 9308

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
-from streaming.fold.entity import UNKNOWN_SOURCE, RecordJson, record_from_json
+from streaming.fold.entity import UNKNOWN_SOURCE, RecordJson, cluster_of, record_from_json
 from streaming.history_log import HistoryLog
 from streaming.published import LatestPublished, Published
 from streaming.record_log import RecordLog
@@ -42,7 +42,8 @@ class ViewDriver:
     on its own thread (streaming.view_thread)."""
 
     def __init__(self, record_log: RecordLog, history: HistoryLog, holder: LatestPublished, options: ViewOptions,
-                 events_topic: str, clock: Callable[[], float] = time.time):
+                 events_topic: str, clock: Callable[[], float] = time.time,
+                 takes: Callable[[str], bool] = lambda cluster: True):
         self._log = record_log
         self._history = history
         self._holder = holder
@@ -50,6 +51,10 @@ class ViewDriver:
         self._topic = events_topic   # names where a malformed event is, in the log
         self._clock = clock
         loaded = record_log.load()
+        # a checkpoint reused with another --cluster-share: the clusters it no longer takes leave
+        # the views (and the record log's next full file); their events no longer reach this app
+        for key in [key for key in loaded.stored if not takes(cluster_of(key))]:
+            del loaded.stored[key], loaded.records[key]
         # every record as stored, by message key: what the record log's next full file holds; the
         # views hold the records themselves
         self._stored: dict[str, RecordJson] = loaded.stored
@@ -57,7 +62,8 @@ class ViewDriver:
         # the counters go on from the checkpoint's (a restart must not make them go lower: rate()
         # would read a reset); a batch at or before the one they count is a replay, not counted again
         self._counted_through, counted = self._load_counters()
-        dropped = Counter({(cluster, UNKNOWN_SOURCE): n for cluster, n in loaded.dropped.items()})
+        counted = counted.of_clusters(takes)
+        dropped = Counter({(cluster, UNKNOWN_SOURCE): n for cluster, n in loaded.dropped.items() if takes(cluster)})
         self._counted = replace(counted, malformed=dict(Counter(counted.malformed) + dropped))
         self._stats = replace(self._counted, state_rows=self._state_rows())
         if self._stored:

@@ -26,12 +26,14 @@ K = TypeVar("K")
 
 # the source label of what no collector can be named for: an unreadable event or stored record
 UNKNOWN_SOURCE = "unknown"
+# the cluster of a message key that is not kmon's (no "<cluster>/" in front)
+UNKNOWN_CLUSTER = "unknown"
 
 
 def cluster_of(key: str) -> str:
-    """The cluster part of a message key; 'unknown' when the key is not kmon's."""
+    """The cluster part of a message key; UNKNOWN_CLUSTER when the key is not kmon's."""
     cluster, sep, _ = key.partition("/")
-    return cluster if sep and cluster else "unknown"
+    return cluster if sep and cluster else UNKNOWN_CLUSTER
 
 
 class Applied(enum.StrEnum):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 K = TypeVar("K")
 
@@ -84,6 +84,12 @@ class SelfStats:
                 raise ValueError(f"{name}: not rows of {parts} name(s) and a count")
             counted[name] = {(tuple(r[:-1]) if parts > 1 else r[0]): r[-1] for r in rows}
         return replace(self, **counted)
+
+    def of_clusters(self, takes: Callable[[str], bool]) -> SelfStats:
+        """These stats with the counters of the clusters ``takes`` only (each counter's key names
+        its cluster first): a checkpoint reused with another --cluster-share."""
+        return replace(self, **{name: {k: n for k, n in getattr(self, name).items()
+                                       if takes(k[0] if isinstance(k, tuple) else k)} for name in COUNTERS})
 
 
 def _merge_max(a: Mapping[K, int], b: Mapping[K, int]) -> dict[K, int]:

@@ -20,6 +20,7 @@ from kmon.events import BrokerState, ControllerState, Event, PartitionState, Top
 from stack.local import LocalStack
 from stack.process import free_port
 from streaming.app import StreamApp
+from streaming.cluster_share import ClusterShare
 from streaming.config import StreamConfig
 from streaming.checkpoint_lock import JVM_LOCK_FILE
 from tests import support
@@ -27,6 +28,7 @@ from tests.support import Events, eventually, metrics
 
 pytestmark = pytest.mark.integration
 CLUSTER = "itest"
+OTHER = "other"   # in the other share of two: crc32("itest") is odd, crc32("other") even
 value = partial(support.value, cluster=CLUSTER)
 
 
@@ -35,8 +37,9 @@ def app_factory(stack: LocalStack, tmp_path: Path) -> Iterator:
     apps: list[StreamApp] = []
     assert stack.state
 
-    def start(topic: str) -> StreamApp:
+    def start(topic: str, share: ClusterShare = ClusterShare()) -> StreamApp:
         app = StreamApp(StreamConfig(bootstrap_servers=stack.state.bootstrap_servers, events_topic=topic,
+                                     cluster_share=share,
                                      checkpoint=tmp_path / "checkpoint", metrics_host="127.0.0.1",
                                      metrics_port=0, master="local[2]", trigger_seconds=0.5,
                                      shuffle_partitions=2, spark_jars=tuple(stack.tools.spark_jar_list())))
@@ -59,10 +62,14 @@ def test_views_follow_events_and_survive_replays_restarts_and_garbage(stack: Loc
                                                 config={"min.insync.replicas": "2"}))
     ev.partition(0, 1, (1, 2, 3), 0)
     ev.partition(1, 2, (2, 3, 1), 0)
+    # a second cluster on the same topic, which the restart below leaves to another app of a fleet
+    other = Events(stack, topic, OTHER)
+    other.send("controller", "controller", ControllerState(7, 1))
 
     app = app_factory(topic)
     port = app.metrics_port
     eventually(lambda: value(port, "kmon_partitions", topic="orders") == 2, 120, "partitions exported")
+    eventually(lambda: support.value(port, "kmon_controller_id", cluster=OTHER) == 7, 60, "the other cluster")
     # the checkpoint is held by Spark's JVM itself, which may outlive this process (checkpoint_lock.py)
     jvm_lock = app.cfg.checkpoint / JVM_LOCK_FILE
     holder = int(jvm_lock.read_text())
@@ -114,14 +121,20 @@ def test_views_follow_events_and_survive_replays_restarts_and_garbage(stack: Loc
     with open(jvm_lock, "r+b") as f:   # given back by the JVM, which lives on in this process
         fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
-    # restart from the checkpoint: the same values before any new event arrives
-    app2 = app_factory(topic)
+    # restart from the checkpoint, now taking only this cluster's share of a fleet split in two (the
+    # other cluster's share is 0/2): this cluster's values as before any new event arrives, the other
+    # cluster's gone from the restored views, and its later events left to the other share's app
+    assert [ClusterShare(i, 2).takes(c) for c in (CLUSTER, OTHER) for i in (0, 1)] == [False, True, True, False]
+    before = {k: v for k, v in before.items() if ("cluster", OTHER) not in k[1]}
+    app2 = app_factory(topic, ClusterShare(1, 2))
     port2 = app2.metrics_port
     eventually(lambda: value(port2, "kmon_partitions", topic="orders") == 2, 120, "restored views")
     after = {k: v for k, v in metrics(port2).items() if k in before}
     assert after == before
+    other.send("controller", "controller", ControllerState(8, 2))
     ev.partition(1, 2, (1, 2), 2)  # broker 2 back in, and leader again
     eventually(lambda: value(port2, "kmon_leader_elections_total", topic="orders") == 2, 60, "second election")
+    assert not [k for k in metrics(port2) if ("cluster", OTHER) in k[1]]
     assert value(port2, "kmon_isr_expands_total", topic="orders", broker="2") == 1
     assert value(port2, "kmon_isr_shrinks_total", topic="orders", broker="3") == 2
 

@@ -8,6 +8,7 @@ import pytest
 
 from cli.main import build_parser
 from streaming.app import OFFSET_RETRY_INTERVAL_S, kafka_source_options, shuffle_partitions
+from streaming.cluster_share import ClusterShare
 from streaming.config import StreamConfig
 from streaming.cli import stream_config
 
@@ -54,6 +55,22 @@ def test_bad_kafka_timeouts_are_named(jar_cache: Path, capsys: pytest.CaptureFix
         parse("--bootstrap-servers", "k1:9092", *argv)
     err = capsys.readouterr().err
     assert argv[0] in err and named in err
+
+
+def test_the_share_comes_from_its_flag_or_the_environment_and_a_bad_one_is_named(
+        jar_cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def share(*argv: str) -> ClusterShare:
+        return parse("--bootstrap-servers", "k1:9092", *argv).cluster_share
+
+    assert share() == ClusterShare() and share().everything
+    assert share("--cluster-share", "1/4") == ClusterShare(1, 4)
+    monkeypatch.setenv("KMON_CLUSTER_SHARE", "2/3")
+    assert share() == ClusterShare(2, 3)
+    monkeypatch.setenv("KMON_CLUSTER_SHARE", "3/3")
+    with pytest.raises(SystemExit):
+        share()
+    err = capsys.readouterr().err
+    assert "--cluster-share" in err and "3/3" in err and "KMON_CLUSTER_SHARE" in err
 
 
 def test_source_gives_up_on_a_dead_leader_after_the_timeout_and_retries_through_the_outage_limit() -> None:
