@@ -17,6 +17,7 @@ import yaml
 from cli.main import build_parser
 from kmon.config_file import parse_with_file
 from kmon.toolchain import find_toolchain
+from streaming.cluster_share import ClusterShare
 from streaming.config import StreamConfig
 from tests.unit.deploy_files import COLLECTOR_PORTS, assert_known, command
 
@@ -74,7 +75,9 @@ def test_each_container_runs_a_kmon_command_with_its_own_flags_and_agreeing_port
     clusters = {c["name"]: c for c in given["clusters"]}
     config = config_file(docs, tmp_path)
     workloads = [d for d in docs if d["kind"] in ("Deployment", "StatefulSet")]
-    assert len(workloads) == 2 * len(clusters) + 1   # two collectors per cluster, one stream app
+    shares = given.get("stream", {}).get("shares", 1)
+    assert len(workloads) == 2 * len(clusters) + shares   # two collectors per cluster, a stream app per share
+    taken = []
     service_ports = {p["name"]: p["port"] for d in docs if d["kind"] == "Service" for p in d["spec"]["ports"]}
     web = given.get("web", {})
     for w in workloads:
@@ -99,6 +102,7 @@ def test_each_container_runs_a_kmon_command_with_its_own_flags_and_agreeing_port
         if container["args"] == ["stream"]:
             assert args.bootstrap_servers == events.get("bootstrapServers", "kmon-events-0.kmon-events:9092")
             files = [args.events_command_config, args.checkpoint]
+            taken.append(args.cluster_share)
         else:
             cluster = clusters[args.cluster]
             source = container["args"][1]
@@ -120,6 +124,7 @@ def test_each_container_runs_a_kmon_command_with_its_own_flags_and_agreeing_port
         for path in filter(None, files):   # a client properties file or the checkpoint: on a mounted volume
             inside = "/" + str(path.relative_to(tmp_path))
             assert any(inside.startswith(m + "/") for m in mounted), f"{inside} not mounted"
+    assert sorted(taken, key=str) == [ClusterShare(i, shares) for i in range(shares)]   # each cluster in one app
     by_cluster = {}
     for w in workloads:
         labels = w["metadata"]["labels"]
@@ -151,6 +156,7 @@ def test_the_prometheus_rule_is_kmons_rule_file_and_the_dashboards_are_its_json(
     ("clusters: [{name: a, mode: raft, bootstrapServers: 'b:1'}]", 'clusters[a].mode: "raft" is not zookeeper or kraft'),
     ("clusters: [{name: a, mode: kraft, bootstrapServers: 'b:1'}]", "clusters[a].controllers is required"),
     ("clusters: [{name: a, mode: zookeeper, bootstrapServers: 'b:1'}]", "clusters[a].zookeeper is required"),
+    ("stream: {shares: 0}", "stream.shares: 0 is not a count of stream apps"),
 ])
 def test_bad_values_fail_naming_the_value(tmp_path: Path, values: str, said: str) -> None:
     path = tmp_path / "values.yaml"
