@@ -32,6 +32,7 @@ def main() -> int:
     st = sub.add_parser("stream", help="the Spark app on a real broker")
     st.add_argument("--partitions", default="100000", help="comma-separated sizes, one stack each")
     st.add_argument("--backlog", type=int, default=None, help="events to drain (default: 10 per partition)")
+    st.add_argument("--driver-memory", default=StreamConfig.driver_memory, help="the Spark driver's memory")
     st.add_argument("--clusters", type=int, default=1,
                     help="a fleet: this many clusters of --partitions each into the one app")
     st.add_argument("--delay-samples", type=int, default=50)
@@ -171,7 +172,7 @@ def main() -> int:
         return 0
     else:
         rows = [stream.run(n, args.backlog or 10 * n * args.clusters, args.delay_samples, args.trigger, log,
-                           args.clusters)
+                           args.clusters, args.driver_memory)
                 for n in map(int, args.partitions.split(","))]
     print(_table(rows))
     print(json.dumps(rows), file=sys.stderr, flush=True)

@@ -107,7 +107,8 @@ class StreamApp:
                 exc = self._query.exception()
                 return str(exc) if exc else "query stopped"
         except (Py4JError, ConnectionError) as e:
-            return f"Spark's JVM is gone ({type(e).__name__})"
+            proc = getattr(getattr(self._spark.sparkContext, "_gateway", None), "proc", None) if self._spark else None
+            return jvm_gone(type(e).__name__, proc.poll() if proc is not None else None)
         return None
 
     def quiet(self) -> None:
@@ -332,6 +333,24 @@ def _query(spark, cfg: StreamConfig, on_batch: Callable[..., None]):
             .option("checkpointLocation", str(cfg.checkpoint / "spark-buckets"))
             .trigger(processingTime=f"{cfg.trigger_seconds} seconds")
             .start())
+
+
+# Spark's own exit codes (SparkExitCode) of a JVM that ended itself, as an operator reads them
+SPARK_EXITS = {
+    50: "an uncaught exception in one of its threads",
+    52: "out of memory",
+}
+
+
+def jvm_gone(error: str, exit_code: int | None) -> str:
+    """Why the query stopped when Spark's JVM no longer answers (``error``: what the call raised), with
+    what its exit code says; where it ran out of memory, what to do about it."""
+    if exit_code is None:
+        return f"Spark's JVM is gone ({error})"
+    said = SPARK_EXITS.get(exit_code, "its log above says why")
+    advice = ("; where its log above names memory, give the next start a larger --driver-memory or split "
+              "the clusters among stream apps (--cluster-share): the same batch runs again") if exit_code in SPARK_EXITS else ""
+    return f"Spark's JVM is gone ({error}): it exited with {exit_code}, {said}{advice}"
 
 
 def leave_if_stopped_while_starting(app: StreamApp, stop: threading.Event, started: threading.Event) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import build_parser
-from streaming.app import OFFSET_RETRY_INTERVAL_S, kafka_source_options, shuffle_partitions
+from streaming.app import OFFSET_RETRY_INTERVAL_S, jvm_gone, kafka_source_options, shuffle_partitions
 from streaming.cluster_share import ClusterShare
 from streaming.config import StreamConfig
 from streaming.cli import stream_config
@@ -112,3 +112,12 @@ def test_the_default_checkpoint_is_the_users_state_directory_whatever_the_workin
     assert history == here / "history"
     monkeypatch.setenv("KMON_CHECKPOINT", "/srv/kmon")
     assert parse("--bootstrap-servers", "k1:9092").checkpoint == Path("/srv/kmon")
+
+
+def test_a_jvm_that_ended_itself_is_told_with_its_exit_code_and_out_of_memory_with_what_to_change() -> None:
+    assert jvm_gone("ConnectionRefusedError", None) == "Spark's JVM is gone (ConnectionRefusedError)"
+    oom = jvm_gone("ConnectionRefusedError", 52)
+    assert "exited with 52, out of memory" in oom and "--driver-memory" in oom and "--cluster-share" in oom
+    assert "exited with 50, an uncaught exception" in jvm_gone("Py4JNetworkError", 50)
+    killed = jvm_gone("ConnectionRefusedError", -9)
+    assert "exited with -9, its log above says why" in killed and "--driver-memory" not in killed
