@@ -27,7 +27,7 @@ from streaming.exporter import serve_metrics
 from streaming.fold import entity_step
 from streaming.fold.arrow import from_ipc
 from streaming.fold.entity import RecordJson
-from streaming.gc_tuning import FrozenAfterUse, collect_less_often
+from streaming.gc_tuning import ARROW_POOL_ENV, FrozenAfterUse, arrow_on_the_system_allocator, collect_less_often
 from streaming.history_log import HistoryLog, writer_id
 from streaming.history_query import HistoryReader
 from streaming.checkpoint_lock import CheckpointLock
@@ -67,6 +67,7 @@ class StreamApp:
         cfg = self.cfg
         self._lock.acquire()
         collect_less_often()
+        arrow_on_the_system_allocator()
         history = HistoryLog(history_dir(cfg.checkpoint, cfg.history_dir), writer_id(cfg.checkpoint),
                              cfg.history_retention_days)
         self.driver = ViewDriver(RecordLog(cfg.checkpoint / "kmon-views"), history, self.holder, cfg.views,
@@ -223,6 +224,7 @@ def _session(cfg: StreamConfig):
         "spark.redaction.regex": "(?i)secret|password|token|access[.]key|jaas",
         # the workers are this interpreter, with kmon importable (see the module)
         "spark.python.daemon.module": pydaemon.MODULE if _in_process(cfg) else "",
+        **{f"spark.executorEnv.{name}": value for name, value in ARROW_POOL_ENV.items()},
     }.items():
         if v:
             b = b.config(k, v)

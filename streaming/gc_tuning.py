@@ -44,6 +44,18 @@ def release_freed_memory() -> None:
         trim(0)   # ctypes lets go of the GIL meanwhile: scrapes are served
 
 
+# pyarrow's default allocator (mimalloc in pyarrow 21) keeps the segments a batch's columns freed, out of
+# malloc_trim's reach; on glibc's, what a drain's Arrow batches freed goes back with the rest (bench/README.md)
+ARROW_POOL_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
+
+
+def arrow_on_the_system_allocator() -> None:
+    """This process's Arrow columns from glibc's heap; the Spark workers' get ARROW_POOL_ENV."""
+    import pyarrow as pa   # here: the collectors and the CLI need no pyarrow
+
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
 def collect_less_often() -> None:
     gc.set_threshold(*THRESHOLDS)
 

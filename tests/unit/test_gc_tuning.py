@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import weakref
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -95,3 +98,31 @@ def test_freed_strings_pinned_by_a_few_survivors_go_back_to_the_os() -> None:
     freed = before - _resident_bytes()
     assert len(kept) == 4_000
     assert freed > 50 * 2**20, f"{freed / 2**20:.0f} MB given back of ~140 MB freed"
+
+
+FREED_ARROW_COLUMNS = """
+import sys, time
+import pyarrow as pa
+from streaming.gc_tuning import arrow_on_the_system_allocator, release_freed_memory
+if sys.argv[1] == "system":
+    arrow_on_the_system_allocator()
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096
+base = rss()
+columns = [pa.array(["x" * 700] * 2000) for _ in range(200)]   # a drain batch's record columns, ~280 MB
+peak = rss() - base
+kept = columns[::40]
+del columns
+time.sleep(0.2)
+release_freed_memory()
+print(peak, rss() - base)
+"""
+
+
+def test_arrow_columns_a_batch_freed_go_back_to_the_os_on_the_system_allocator() -> None:
+    """pyarrow's own allocator (mimalloc) kept ~all of it, out of malloc_trim's reach (bench/README.md)."""
+    done = subprocess.run([sys.executable, "-c", FREED_ARROW_COLUMNS, "system"], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr
+    peak, left = map(int, done.stdout.split())
+    assert peak > 200 * 2**20 and left < peak / 3, (peak, left)
