@@ -33,6 +33,8 @@ def main() -> int:
     st.add_argument("--partitions", default="100000", help="comma-separated sizes, one stack each")
     st.add_argument("--backlog", type=int, default=None, help="events to drain (default: 10 per partition)")
     st.add_argument("--driver-memory", default=StreamConfig.driver_memory, help="the Spark driver's memory")
+    st.add_argument("--master", default="local[2]",
+                    help="the Spark master, e.g. local-cluster[2,1,2048] for executors in JVMs of their own")
     st.add_argument("--clusters", type=int, default=1,
                     help="a fleet: this many clusters of --partitions each into the one app")
     st.add_argument("--delay-samples", type=int, default=50)
@@ -172,7 +174,7 @@ def main() -> int:
         return 0
     else:
         rows = [stream.run(n, args.backlog or 10 * n * args.clusters, args.delay_samples, args.trigger, log,
-                           args.clusters, args.driver_memory)
+                           args.clusters, args.driver_memory, args.master)
                 for n in map(int, args.partitions.split(","))]
     print(_table(rows))
     print(json.dumps(rows), file=sys.stderr, flush=True)

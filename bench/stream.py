@@ -84,7 +84,7 @@ def fleet(partitions: int, clusters: int) -> list[Shape]:
 
 
 def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progress: Callable[[str], None],
-        clusters: int = 1, driver_memory: str = StreamConfig.driver_memory) -> dict:
+        clusters: int = 1, driver_memory: str = StreamConfig.driver_memory, master: str = "local[2]") -> dict:
     """``clusters`` clusters of ``partitions`` each into one app (a fleet); the storms and the delay
     samples are the first cluster's."""
     with local_stack() as stack:
@@ -99,7 +99,7 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
         messages = list(_encoded(_backlog_events(shapes, zxid, backlog)))   # kept for the fold's limit
         produced = _produce(boot, messages)
         cfg = StreamConfig(bootstrap_servers=boot, events_topic=TOPIC, checkpoint=stack.dir.parent / "checkpoint",
-                           metrics_host="127.0.0.1", metrics_port=0, master="local[2]", trigger_seconds=trigger,
+                           metrics_host="127.0.0.1", metrics_port=0, master=master, trigger_seconds=trigger,
                            driver_memory=driver_memory,
                            spark_jars=tuple(stack.tools.spark_jar_list()))
         # Before the app starts, so that neither shares the two cores with Spark; under the
@@ -132,7 +132,7 @@ def run(partitions: int, backlog: int, delay_samples: int, trigger: float, progr
         finally:
             app.stop()
     drain = produced / drain_s
-    return {"clusters": clusters, "driver_memory": driver_memory, "partitions": partitions, "backlog_events": produced, "drain_s": drain_s,
+    return {"master": master, "clusters": clusters, "driver_memory": driver_memory, "partitions": partitions, "backlog_events": produced, "drain_s": drain_s,
             "drain_events_per_s": drain, **limits,
             "drain_vs_transport": drain / limits["transport_events_per_s"],
             "drain_vs_fold": drain / limits["fold_events_per_s"],
