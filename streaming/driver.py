@@ -50,14 +50,9 @@ class ViewDriver:
         self._views = Views(options)
         self._topic = events_topic   # names where a malformed event is, in the log
         self._clock = clock
-        loaded = record_log.load()
         # a checkpoint reused with another --cluster-share: the clusters it no longer takes leave
-        # the views (and the record log's next full file); their events no longer reach this app
-        for key in [key for key in loaded.stored if not takes(cluster_of(key))]:
-            del loaded.stored[key], loaded.records[key]
-        # every record as stored, by message key: what the record log's next full file holds; the
-        # views hold the records themselves
-        self._stored: dict[str, RecordJson] = loaded.stored
+        # the views and the record log; their events no longer reach this app
+        loaded = record_log.load(keeps=lambda key: takes(cluster_of(key)))
         self._views.apply(loaded.records)
         # the counters go on from the checkpoint's (a restart must not make them go lower: rate()
         # would read a reset); a batch at or before the one they count is a replay, not counted again
@@ -66,8 +61,10 @@ class ViewDriver:
         dropped = Counter({(cluster, UNKNOWN_SOURCE): n for cluster, n in loaded.dropped.items() if takes(cluster)})
         self._counted = replace(counted, malformed=dict(Counter(counted.malformed) + dropped))
         self._stats = replace(self._counted, state_rows=self._state_rows())
-        if self._stored:
-            log.info("restored %d entity records from %s", len(self._stored), record_log.dir)
+        if loaded.dropped:   # now out of the record log: counted once, the count kept at once
+            self._log.save_counters(self._counted_through, self._counted.counters())
+        if loaded.records:
+            log.info("restored %d entity records from %s", len(loaded.records), record_log.dir)
         self._publish()
 
     def on_batch(self, batch_id: int, stored: Mapping[str, RecordJson | None], summaries: Iterable[Mapping[str, Any]],
@@ -102,12 +99,7 @@ class ViewDriver:
                 self._log_problem(row)
                 if row["dropped_state"] is not None:   # a stored record that no longer decodes
                     malformed[(row["cluster"], UNKNOWN_SOURCE)] += 1
-        for key, record_json in stored.items():
-            if record_json is None:
-                self._stored.pop(key, None)
-            else:
-                self._stored[key] = record_json
-        self._log.append(batch_id, stored, self._stored)
+        self._log.append(batch_id, stored)
         written = self._history.append(batch_id, history)
         stats = BatchStats(duration_s=0.0, finished_ms=0, input_rows=dict(input_rows), events=dict(events),
                            malformed=dict(malformed), newest_observed_ms=newest, history_rows=written.rows,
@@ -159,8 +151,7 @@ class ViewDriver:
                                                   finished_ms=int(finished * 1000), state_rows=state_rows))
         self._publish()
         if changed:
-            log.debug("batches %s: %d entities changed, %d held", ",".join(str(b.batch_id) for b in batches),
-                      len(changed), len(self._stored))
+            log.debug("batches %s: %d entities changed", ",".join(str(b.batch_id) for b in batches), len(changed))
 
     def ask(self, question: Callable[[Views], T]) -> T:
         """``question`` of the views as the latest presented batch left them (on the thread that presents)."""

@@ -3,11 +3,15 @@
 Spark's state store holds each record, but a stateful operator only emits the keys that
 changed in a batch; after a restart the driver would know nothing until every entity
 changed again. So each batch's changed records are appended here as a delta file named
-by batch id, and a full file replaces the deltas once they hold as many rows as it would
-(so rewriting everything costs no more than what was appended: a 1-row batch on a
-100k-partition cluster stays a 1-row write) or once there are ``max_deltas`` of them
+by batch id, and a full file replaces the deltas once they hold as many rows as the last
+full file (so rewriting everything costs no more than what was appended: a 1-row batch on
+a 100k-partition cluster stays a 1-row write) or once there are ``max_deltas`` of them
 (bounding the files a restart reads). A replayed batch rewrites its delta with the same
 content: records are absolute (cumulative counters), so nothing counts twice.
+
+The full file is made from the files, not from memory: the last full file's lines, with the
+deltas' later records over them. So the driver keeps no copy of every record as stored
+(~0.7 KB a partition, bench/NOTES.md); the views hold the records themselves.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from kmon.codec import parse_json, to_json
 from kmon.events import MalformedEvent
@@ -32,9 +36,9 @@ COUNTERS_FILE = "counters.json"   # the stream's self counters through a batch (
 @dataclass(frozen=True)
 class Loaded:
     records: dict[str, EntityRecord]
-    stored: dict[str, RecordJson]   # the same records as stored, for the next full file
     # cluster -> stored records that no longer decode (corrupt, or let in by a laxer kmon):
-    # each is logged and left out, so one cannot stop the app from starting
+    # each is logged, left out and written out of the files, so one cannot stop the app from
+    # starting and is counted once
     dropped: Mapping[str, int] = field(default_factory=dict)
 
 
@@ -45,24 +49,25 @@ class RecordLog:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._deltas = 0       # delta files since the latest full file
         self._delta_rows = 0   # and the rows in them
+        self._full_rows = 0    # the rows of the latest full file
 
-    def load(self) -> Loaded:
+    def load(self, keeps: Callable[[str], bool] = lambda key: True) -> Loaded:
         """Latest full file plus the deltas after it. A line that does not decode leaves the
-        key's earlier record in place, if any: its last good state."""
-        files = sorted(self._files(), key=lambda f: (f[1], f[0] == "delta"))
-        fulls = [f for f in files if f[0] == "full"]
-        start = fulls[-1][1] if fulls else -1
+        key's earlier record in place, if any: its last good state. ``keeps``: whether a key's
+        record is kept (a checkpoint reused with another --cluster-share). Where a line was
+        dropped or a record not kept, the files are rewritten as what was loaded."""
+        files = self._since_full()
         records: dict[str, EntityRecord] = {}
         stored: dict[str, RecordJson] = {}
         dropped: Counter[str] = Counter()
-        self._deltas = self._delta_rows = 0
-        for kind, batch, path in files:
-            if batch < start or (batch == start and kind == "delta"):
-                continue
+        self._deltas = self._delta_rows = self._full_rows = 0
+        for kind, _, path in files:
             lines = path.read_text(errors="replace").splitlines()
             if kind == "delta":
                 self._deltas += 1
                 self._delta_rows += len(lines)
+            else:
+                self._full_rows = len(lines)
             for number, line in enumerate(lines, start=1):
                 key = "unknown"
                 try:
@@ -76,20 +81,41 @@ class RecordLog:
                 except MalformedEvent as e:
                     dropped[cluster_of(key)] += 1
                     log.error("%s:%d: dropped the stored record of key %r: %s", path, number, key, e)
-        return Loaded(records, stored, dict(dropped))
+        left = [key for key in records if not keeps(key)]
+        for key in left:
+            del records[key], stored[key]
+        if dropped or left:
+            self._replace_all(files[-1][1], _lines(stored.items()))
+        return Loaded(records, dict(dropped))
 
-    def append(self, batch_id: int, changed: Mapping[str, RecordJson | None],
-               current: Mapping[str, RecordJson]) -> None:
-        """Persist batch ``batch_id``'s changes as the executor sent them (None = removed);
-        ``current`` is every record after them, in the same form."""
+    def append(self, batch_id: int, changed: Mapping[str, RecordJson | None]) -> None:
+        """Persist batch ``batch_id``'s changes as the executor sent them (None = removed)."""
         if not changed:
             return
         self._deltas += 1
         self._delta_rows += len(changed)
-        if self._delta_rows < len(current) and self._deltas < self.max_deltas:
+        if self._delta_rows < self._full_rows and self._deltas < self.max_deltas:
             self._write(f"delta-{batch_id}.jsonl", _lines(changed.items()))
             return
-        self._write(f"full-{batch_id}.jsonl", _lines(current.items()))
+        files = self._since_full()
+        later: dict[str, RecordJson | None] = {}   # the deltas' and this batch's records, the latest of each key
+        for kind, _, path in files:
+            if kind == "delta":
+                later.update(_line(line) for line in path.read_text().splitlines())
+        later.update(changed)
+        full = files[0][2] if files and files[0][0] == "full" else None
+        self._replace_all(batch_id, _merged(full, later))
+
+    def _since_full(self) -> list[tuple[str, int, Path]]:
+        """The latest full file, then the deltas after it, in batch order."""
+        files = sorted(self._files(), key=lambda f: (f[1], f[0] == "delta"))
+        fulls = [f for f in files if f[0] == "full"]
+        start = fulls[-1][1] if fulls else -1
+        return [f for f in files if f[1] > start or (f[1] == start and f[0] == "full")]
+
+    def _replace_all(self, batch_id: int, lines: Iterable[str]) -> None:
+        """A full file of ``lines`` as of ``batch_id``, and the files it replaces gone."""
+        self._full_rows = self._write(f"full-{batch_id}.jsonl", lines)
         for kind, batch, path in self._files():
             if batch < batch_id or (batch == batch_id and kind == "delta"):
                 path.unlink(missing_ok=True)
@@ -114,14 +140,18 @@ class RecordLog:
             log.error("%s: the stream's self counters could not be read (%s): they start again from 0", path, e)
             return None
 
-    def _write(self, name: str, lines: Iterable[str]) -> None:
+    def _write(self, name: str, lines: Iterable[str]) -> int:
+        """Writes the file whole or not at all; returns its lines."""
         tmp = self.dir / (name + ".tmp")
+        written = 0
         with open(tmp, "w") as out:
             for line in lines:
                 out.write(line + "\n")
+                written += 1
             out.flush()
             os.fsync(out.fileno())
         tmp.replace(self.dir / name)
+        return written
 
     def _files(self) -> list[tuple[str, int, Path]]:
         out = []
@@ -134,6 +164,22 @@ class RecordLog:
 
 def _lines(items: Iterable[tuple[str, RecordJson | None]]) -> Iterable[str]:
     return (to_json({"key": key, "record": record_json}) for key, record_json in items)
+
+
+def _merged(full: Path | None, later: Mapping[str, RecordJson | None]) -> Iterator[str]:
+    """The lines of the full file ``full`` with ``later``'s records over them (None: removed)."""
+    if full is not None:
+        with open(full, errors="replace") as lines:
+            for number, line in enumerate(lines, start=1):
+                line = line.rstrip("\n")
+                try:
+                    key = _line(line)[0]
+                except MalformedEvent as e:   # loaded whole at the start: changed on disk since
+                    log.error("%s:%d: left a line out of the next full file: %s", full, number, e)
+                    continue
+                if key not in later:
+                    yield line
+    yield from _lines((key, record_json) for key, record_json in later.items() if record_json is not None)
 
 
 def _line(line: str) -> tuple[str, RecordJson | None]:

@@ -262,7 +262,7 @@ def _apply_marker(record: EntityRecord | None, event: Event) -> tuple[EntityReco
 # ---------------------------------------------------------------- state-store form
 
 # A record as record_to_json wrote it: what the state store, the sink's record column and the
-# record log hold, and what the driver keeps of every record for the record log's next full file.
+# record log hold.
 RecordJson = NewType("RecordJson", str)
 
 

@@ -19,6 +19,7 @@ from streaming.views import self as self_family
 from streaming.views.cluster import ClusterModel, ViewOptions
 from streaming.views.exposition import Exposition, Text
 from streaming.views.health import ClusterHealth, cluster_health
+from streaming.views.shared import SharedValues
 from streaming.views.stats import SelfStats
 
 log = logging.getLogger("kmon.stream")
@@ -42,12 +43,16 @@ class Views:
         self._errors: Counter[tuple[str, str]] = Counter()    # (cluster, family) -> failed builds
         self._logged: dict[str, float] = {}                   # family -> when its failure was last logged
         self._health: list[ClusterHealth] | None = None       # as last asked, until a change is applied
+        self._shared = SharedValues()
 
     def apply(self, changed: Mapping[str, EntityRecord | None]) -> None:
-        """Take changed records by message key (<cluster>/<entity>; None: gone)."""
+        """Take changed records by message key (<cluster>/<entity>; None: gone). The records are the
+        views' from now on: parsed for them, not held elsewhere (their repeated values get shared)."""
         self._health = None
         by_cluster: dict[str, dict[str, EntityRecord | None]] = {}
         for key, record in changed.items():
+            if record is not None:
+                record = self._shared.record(record)
             cluster, entity = (record.cluster, record.entity) if record is not None \
                 else (cluster_of(key), key.partition("/")[2])
             by_cluster.setdefault(cluster, {})[entity] = record

@@ -278,16 +278,20 @@ def test_a_poisoned_record_log_does_not_stop_the_restart_and_is_counted(tmp_path
              {"key": "c1/other", "record": record_to_json(replace(CONTROLLER, broker_counters={"isr_shrinks": {"x": 1}}))},
              {"key": "c1/broker:1", "record": '{"counters": []}'},
              ["not", "a", "line"]]
-    (tmp_path / "full-1.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines) + "{cut\n")
-    loaded = RecordLog(tmp_path).load()
+    poisoned = "".join(json.dumps(line) + "\n" for line in lines) + "{cut\n"
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / "full-1.jsonl").write_text(poisoned)
+    loaded = RecordLog(tmp_path / "copy").load()
     assert loaded.records == {"c1/controller": CONTROLLER}
     assert loaded.dropped == {"c1": 3, "unknown": 2}
-    holder = LatestPublished()
-    ViewDriver(RecordLog(tmp_path), history(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
-    series = scrape(holder)
-    assert series[("kmon_malformed_total", frozenset({"cluster": "c1", "source": "unknown"}.items()))] == 3
-    assert series[("kmon_controller_id", frozenset({"cluster": "c1"}.items()))] == 1
-    assert errors(series) == dict.fromkeys(FAMILIES, 0)
+    (tmp_path / "full-1.jsonl").write_text(poisoned)
+    for _ in range(2):   # a restart after it: each bad line counted once, and the good record kept
+        holder = LatestPublished()
+        ViewDriver(RecordLog(tmp_path), history(tmp_path), holder, ViewOptions(), EVENTS_TOPIC)
+        series = scrape(holder)
+        assert series[("kmon_malformed_total", frozenset({"cluster": "c1", "source": "unknown"}.items()))] == 3
+        assert series[("kmon_controller_id", frozenset({"cluster": "c1"}.items()))] == 1
+        assert errors(series) == dict.fromkeys(FAMILIES, 0)
 
 
 def test_a_bad_delta_line_keeps_the_key_s_earlier_record(tmp_path: Path) -> None:
