@@ -98,11 +98,14 @@ class RecordLog:
             self._write(f"delta-{batch_id}.jsonl", _lines(changed.items()))
             return
         files = self._since_full()
-        later: dict[str, RecordJson | None] = {}   # the deltas' and this batch's records, the latest of each key
+        # the deltas' and this batch's lines, the latest of each key (None: removed)
+        later: dict[str, str | None] = {}
         for kind, _, path in files:
             if kind == "delta":
-                later.update(_line(line) for line in path.read_text().splitlines())
-        later.update(changed)
+                for line in path.read_text().splitlines():
+                    later[_key_of(line)] = None if line.endswith(_REMOVED) else line
+        later.update((key, None if record_json is None else _text(key, record_json))
+                     for key, record_json in changed.items())
         full = files[0][2] if files and files[0][0] == "full" else None
         self._replace_all(batch_id, _merged(full, later))
 
@@ -163,23 +166,39 @@ class RecordLog:
 
 
 def _lines(items: Iterable[tuple[str, RecordJson | None]]) -> Iterable[str]:
-    return (to_json({"key": key, "record": record_json}) for key, record_json in items)
+    return (_text(key, record_json) for key, record_json in items)
 
 
-def _merged(full: Path | None, later: Mapping[str, RecordJson | None]) -> Iterator[str]:
-    """The lines of the full file ``full`` with ``later``'s records over them (None: removed)."""
+def _text(key: str, record_json: RecordJson | None) -> str:
+    return to_json({"key": key, "record": record_json})
+
+
+_KEY_START, _KEY_END, _REMOVED = '{"key":"', '","record":', ',"record":null}'
+
+
+def _key_of(line: str) -> str:
+    """The key of a line _text() wrote, without parsing its record: JSON escapes every quote inside
+    a string, so the first '","record":' ends the key (one with an escape is parsed whole)."""
+    end = line.find(_KEY_END)
+    if line.startswith(_KEY_START) and end > 0 and "\\" not in (key := line[len(_KEY_START):end]):
+        return key
+    return _line(line)[0]
+
+
+def _merged(full: Path | None, later: Mapping[str, str | None]) -> Iterator[str]:
+    """The lines of the full file ``full`` with ``later``'s lines over them (None: removed)."""
     if full is not None:
         with open(full, errors="replace") as lines:
             for number, line in enumerate(lines, start=1):
                 line = line.rstrip("\n")
                 try:
-                    key = _line(line)[0]
+                    key = _key_of(line)
                 except MalformedEvent as e:   # loaded whole at the start: changed on disk since
                     log.error("%s:%d: left a line out of the next full file: %s", full, number, e)
                     continue
                 if key not in later:
                     yield line
-    yield from _lines((key, record_json) for key, record_json in later.items() if record_json is not None)
+    yield from (line for line in later.values() if line is not None)
 
 
 def _line(line: str) -> tuple[str, RecordJson | None]:

@@ -58,3 +58,14 @@ def test_records_not_kept_at_load_leave_the_files(tmp_path: Path) -> None:
     assert RecordLog(tmp_path).load(keeps=lambda key: key.startswith("c1/")).records == {"c1/a": a}
     assert files(tmp_path) == ["full-2.jsonl"]
     assert RecordLog(tmp_path).load().records == {"c1/a": a}
+
+
+def test_keys_of_any_text_survive_the_rewrite_from_the_files(tmp_path: Path) -> None:
+    odd = ['c1/group:a","record":null}', "c1/group:back\\slash", "c1/group:ünï", "c1/group:plain"]
+    log = RecordLog(tmp_path, max_deltas=3)
+    log.append(1, stored({key: record(1, i) for i, key in enumerate(odd)}))
+    log.append(2, stored({odd[0]: record(2, 9), odd[2]: None}))
+    log.append(3, stored({odd[3]: record(2, 8)}))
+    log.append(4, stored({odd[1]: None}))                      # the third delta: rewritten from the files
+    assert files(tmp_path) == ["full-4.jsonl"]
+    assert RecordLog(tmp_path).load().records == {odd[0]: record(2, 9), odd[3]: record(2, 8)}
