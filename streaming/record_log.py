@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from kmon.codec import parse_json, to_json
 from kmon.events import MalformedEvent
-from streaming.fold.entity import EntityRecord, RecordJson, cluster_of, record_from_json
+from streaming.fold.entity import EntityRecord, RecordJson, cluster_of, record_from_json, record_to_json
 
 log = logging.getLogger("kmon.stream")
 
@@ -58,7 +58,6 @@ class RecordLog:
         dropped or a record not kept, the files are rewritten as what was loaded."""
         files = self._since_full()
         records: dict[str, EntityRecord] = {}
-        stored: dict[str, RecordJson] = {}
         dropped: Counter[str] = Counter()
         self._deltas = self._delta_rows = self._full_rows = 0
         for kind, _, path in files:
@@ -74,18 +73,16 @@ class RecordLog:
                     key, record_json = _line(line)
                     if record_json is None:
                         records.pop(key, None)
-                        stored.pop(key, None)
                     else:
                         records[key] = record_from_json(record_json)
-                        stored[key] = record_json
                 except MalformedEvent as e:
                     dropped[cluster_of(key)] += 1
                     log.error("%s:%d: dropped the stored record of key %r: %s", path, number, key, e)
         left = [key for key in records if not keeps(key)]
         for key in left:
-            del records[key], stored[key]
-        if dropped or left:
-            self._replace_all(files[-1][1], _lines(stored.items()))
+            del records[key]
+        if dropped or left:   # rare: the records written again as loaded
+            self._replace_all(files[-1][1], _lines((key, record_to_json(r)) for key, r in records.items()))
         return Loaded(records, dict(dropped))
 
     def append(self, batch_id: int, changed: Mapping[str, RecordJson | None]) -> None:
