@@ -148,6 +148,8 @@ class PartitionState:
 
 def remaining_replicas(replicas: tuple[BrokerId, ...], removing: tuple[BrokerId, ...]) -> tuple[BrokerId, ...]:
     """``PartitionState.remaining`` from a partition's assignment and the replicas a move is removing."""
+    if not removing:   # nearly always: the generator cost a tenth of a KRaft record's fold (bench/NOTES.md)
+        return replicas
     return tuple(b for b in replicas if b not in removing)
 
 

@@ -23,12 +23,15 @@ from collectors.kraft.records import (KRAFT_VERSION, NO_LEADER_CHANGE, TOPIC_RES
                                       PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord, RemoveTopicRecord,
                                       TopicRecord, Unknown, UnregisterBrokerRecord)
 from collectors.resync import Envelope, Resync, entity_order
+from kmon.construct import constructor, replace
 from kmon.events import (BrokerState, ControllerState, Endpoint, Event, LogMeta, PartitionState, SnapshotMarker,
                          TopicState, entity_key, remaining_replicas)
 
 SOURCE = "kraft"
 # Kafka's SecurityProtocol ids, as RegisterBrokerRecord writes them
 PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+# built once per partition record: without the frozen __init__ (kmon/construct.py)
+_partition_state, _event = constructor(PartitionState), constructor(Event)
 
 
 @dataclass
@@ -207,7 +210,7 @@ class MetadataImage:
         if topic is None:
             return   # of a topic already removed
         self._assign(topic, r.partition, r.replicas, r.adding, r.removing, at, delta)
-        self._set_partition(topic, r.partition, PartitionState(
+        self._set_partition(topic, r.partition, _partition_state(
             topic=topic.name, partition=r.partition, leader=r.leader, leader_epoch=r.leader_epoch, isr=r.isr,
             controller_epoch=at.epoch, leader_recovery_state=r.leader_recovery_state,
             partition_epoch=r.partition_epoch, elr=r.elr or (), last_known_elr=r.last_known_elr or (),
@@ -226,7 +229,7 @@ class MetadataImage:
         # as Kafka's PartitionRegistration.merge: a record that sets the leader (even the same one)
         # bumps the leader epoch; every record bumps the partition epoch
         same = r.leader == NO_LEADER_CHANGE
-        self._set_partition(topic, r.partition, dataclasses.replace(
+        self._set_partition(topic, r.partition, replace(
             old, leader=old.leader if same else r.leader, leader_epoch=old.leader_epoch + (not same),
             isr=old.isr if r.isr is None else r.isr,
             controller_epoch=at.epoch,
@@ -245,7 +248,7 @@ class MetadataImage:
             for p in sorted(topic.replicas) if topic else ():
                 old = self.partitions.get((topic_id, p))
                 if old is not None and (old.elr or old.last_known_elr):
-                    self._set_partition(topic, p, dataclasses.replace(old, elr=(), last_known_elr=()), at, delta)
+                    self._set_partition(topic, p, replace(old, elr=(), last_known_elr=()), at, delta)
 
     def _set_partition(self, topic: _Topic, partition: int, state: PartitionState, at: LogMeta,
                        delta: _Delta) -> None:
@@ -267,9 +270,9 @@ class MetadataImage:
         delta.replayed.events.append(self._event(entity, kind, state, at, delta.now_ms, None))
 
     def _event(self, entity: str, kind: str, state: Any, at: LogMeta, now_ms: int, snapshot_id: str | None) -> Event:
-        return Event(cluster=self.cluster, source=SOURCE, kind=kind, entity=entity,
-                     op="upsert" if state is not None else "delete", observed_ms=now_ms, data=state, log=at,
-                     snapshot_id=snapshot_id)
+        return _event(cluster=self.cluster, source=SOURCE, kind=kind, entity=entity,
+                      op="upsert" if state is not None else "delete", observed_ms=now_ms, data=state, log=at,
+                      snapshot_id=snapshot_id)
 
     def _flush_topic(self, name: str, at: LogMeta, delta: _Delta) -> None:
         self._send(entity_key("topic", name), "topic", self._topic_state(name), at, delta)

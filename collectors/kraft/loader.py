@@ -17,6 +17,7 @@ from collectors.kraft.image import MetadataImage, Replayed
 from collectors.kraft.records import (FeatureLevelRecord, MetadataRecord, batches, decode_metadata_record, kraft_version,
                                       leader_change)
 from collectors.resync import Resync
+from kmon.construct import constructor
 from kmon.events import ControllerState, Event, LogMeta
 
 Entry = tuple[MetadataRecord | ControllerState, LogMeta]   # what the image replays
@@ -27,6 +28,10 @@ class Position:
     """Where the next fetch starts, and the epoch of the record before it (KRaft checks it)."""
     offset: int = 0
     epoch: int = 0       # 0 at offset 0: -1 is refused
+
+
+# one of each per record: built without the frozen __init__ (kmon/construct.py)
+_log_meta, _position = constructor(LogMeta), constructor(Position)
 
 
 @dataclass
@@ -111,14 +116,14 @@ class MetadataLoader:
                     continue
                 if offset >= high_watermark:
                     break   # not committed yet: a new leader may truncate it
-                at = LogMeta(offset, batch.epoch, batch.max_timestamp_ms)
+                at = _log_meta(offset, batch.epoch, batch.max_timestamp_ms)
                 if batch.control:
                     record = self._control(key, value, at, out)
                 else:
                     record = self._decode(value, at, out) if value is not None else None
                 if record is not None:
                     yield record, at
-                self.position = Position(offset + 1, batch.epoch)
+                self.position = _position(offset + 1, batch.epoch)
             if batch.malformed and batch.last_offset < high_watermark:
                 self.position = Position(batch.last_offset + 1, batch.epoch)
 

@@ -11,6 +11,8 @@ never stops on.
 """
 from __future__ import annotations
 
+import functools
+import re
 import struct
 import zlib
 from dataclasses import dataclass
@@ -85,27 +87,68 @@ def _records(body: bytes | memoryview, base: int, magic: int, codec: int,
     if magic != 2:
         raise MalformedRecord(f"magic {magic}, not 2")
     if codec == 1:
-        body = zlib.decompress(bytes(body), 31)   # gzip
+        data = zlib.decompress(bytes(body), 31)   # gzip
     elif codec:
         raise MalformedRecord(f"{_COMPRESSION.get(codec, codec)} compression, which kmon does not read (Kafka "
                               "writes the metadata log uncompressed unless told otherwise)")
-    r = Reader(body)
-    values = []
+    else:
+        data = bytes(body)
+    values, pos, end = [], 0, len(data)
+    unkeyed = _UNKEYED_HEAD.match
     for _ in range(count):
-        length = r.varint("record length")
-        stop = r.pos + length
-        r.int8("attributes")
-        r.varlong("timestamp delta")
-        offset = base + at_least(0, r.varint("offset delta"), "offset delta")
-        klen = r.varint("key length")
-        key = r.raw(klen, "key") if klen >= 0 else None
-        vlen = r.varint("value length")
-        value = r.raw(vlen, "value") if vlen >= 0 else None
-        if stop > r.stop or stop < r.pos:
-            raise MalformedRecord(f"a record of {length} bytes at offset {offset} runs past its batch")
-        r.pos = stop                    # headers: none in the metadata log
+        head = unkeyed(data, pos, end)
+        if head is not None:
+            raw_length, raw_delta, raw_size = head.groups()
+            delta, size = _zigzag(raw_delta), _zigzag(raw_size)
+            stop, value_at = head.end(1) + _zigzag(raw_length), head.end()
+            value_end = value_at + max(size, 0)
+            if delta >= 0 and value_end <= stop <= end:
+                values.append((base + delta, None, data[value_at:value_end] if size >= 0 else None))
+                pos = stop
+                continue
+        offset, key, value, pos = _record_at(data, pos, base)   # any other record, or what is wrong with it
         values.append((offset, key, value))
     return tuple(values)
+
+
+def _record_at(data: bytes, pos: int, base: int) -> tuple[int, bytes | None, bytes | None, int]:
+    """(offset, key, value, where the next record starts) of the record at ``pos``, field by field."""
+    r = Reader(data, pos=pos)
+    length = r.varint("record length")
+    stop = r.pos + length
+    r.int8("attributes")
+    r.varlong("timestamp delta")
+    offset = base + at_least(0, r.varint("offset delta"), "offset delta")
+    klen = r.varint("key length")
+    key = r.raw(klen, "key") if klen >= 0 else None
+    vlen = r.varint("value length")
+    value = r.raw(vlen, "value") if vlen >= 0 else None
+    if stop > r.stop or stop < r.pos:
+        raise MalformedRecord(f"a record of {length} bytes at offset {offset} runs past its batch")
+    return offset, key, value, stop   # headers: none in the metadata log
+
+
+# The head of a record without a key, as the metadata log writes all but its control records: its length,
+# attributes (a byte), timestamp delta, offset delta, key length -1 (null) and value length. One match where
+# the field-by-field read took a call per varint, most of a batch's framing (bench/NOTES.md); a record it
+# does not match, or whose lengths do not add up, is read field by field, which says what is wrong.
+_UNKEYED_HEAD = re.compile(rb"""
+    ([\x80-\xff]{0,4}[\x00-\x7f])    # length (a varint: at most 5 bytes)
+    .                                # attributes
+    [\x80-\xff]{0,9}[\x00-\x7f]      # timestamp delta (a varlong: at most 10)
+    ([\x80-\xff]{0,4}[\x00-\x7f])    # offset delta
+    \x01                             # key length -1: null
+    ([\x80-\xff]{0,4}[\x00-\x7f])    # value length
+""", re.DOTALL | re.VERBOSE)
+
+
+@functools.lru_cache(maxsize=16384)
+def _zigzag(raw: bytes) -> int:
+    """A zig-zag varint's value from its bytes, remembered: lengths and offset deltas repeat."""
+    n = 0
+    for i, b in enumerate(raw):
+        n |= (b & 0x7F) << (7 * i)
+    return (n >> 1) ^ -(n & 1)
 
 
 def _control_type(key: bytes | None) -> int | None:
@@ -350,23 +393,82 @@ def _fence(fenced: bool) -> Callable[[Reader, int], BrokerRegistrationChangeReco
 
 
 def _partition(r: Reader, v: int) -> PartitionRecord:
-    partition, topic_id = at_least(0, r.int32("partition_id"), "partition"), r.uuid("topic_id")
+    fields = _partition_fields_at_once(r) or _partition_fields(r)
+    if v >= 1:
+        _skip_uuids(r, "directories")
+    pos = r.pos
+    if pos < r.stop and r.data[pos] == 0:   # no tagged fields, as nearly always: their defaults
+        r.pos = pos + 1
+        return PartitionRecord(*fields, 0, None, None)
+    tags = r.tagged_fields("record")
+    recovery = tagged(tags, 0, _recovery_state, 0, whole=False)
+    elr, last_known = tagged(tags, 1, _ELR, None, whole=False), tagged(tags, 2, _LAST_KNOWN_ELR, None, whole=False)
+    return PartitionRecord(*fields, recovery, elr if v >= 2 else None, last_known if v >= 2 else None)
+
+
+_PartitionFields = tuple[str, int, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int, int, int]
+
+
+def _partition_fields(r: Reader) -> _PartitionFields:
+    """A PartitionRecord's fields from its partition id to its partition epoch, field by field, each checked."""
+    partition, topic_id = at_least(0, r.int32("partition_id"), "partition"), _topic_id(r)
     replicas, isr = _ids(r, "replicas"), _ids(r, "isr")
     removing, adding = _ids(r, "removing_replicas"), _ids(r, "adding_replicas")
     leader = at_least(NO_LEADER, r.int32("leader"), "leader")
     leader_epoch = at_least(0, r.int32("leader_epoch"), "leader epoch")
     partition_epoch = at_least(0, r.int32("partition_epoch"), "partition epoch")
-    if v >= 1:
-        _skip_uuids(r, "directories")
-    tags = r.tagged_fields("record")
-    recovery = tagged(tags, 0, _recovery_state, 0, whole=False)
-    elr, last_known = tagged(tags, 1, _ELR, None, whole=False), tagged(tags, 2, _LAST_KNOWN_ELR, None, whole=False)
-    return PartitionRecord(topic_id, partition, replicas, isr, removing, adding, leader, leader_epoch, partition_epoch,
-                           recovery, elr if v >= 2 else None, last_known if v >= 2 else None)
+    return topic_id, partition, replicas, isr, removing, adding, leader, leader_epoch, partition_epoch
+
+
+def _partition_fields_at_once(r: Reader) -> _PartitionFields | None:
+    """The same fields in one unpack of a struct made for the four arrays' lengths; None, nothing read, unless
+    each length is one byte (fewer than 127 ids), the whole is there and every int is at least 0 (a leader of
+    -1 or a bad value: the field-by-field read takes it, or names what is wrong). Read field by field, they
+    were most of a PartitionRecord's decode (bench/NOTES.md)."""
+    data, stop, start = r.data, r.stop, r.pos
+    at, sizes = start + 20, []    # after the partition id and the topic id
+    for _ in range(4):            # replicas, isr, removing, adding
+        if at >= stop or data[at] >= 0x80:
+            return None
+        size = data[at] - 1 if data[at] else 0      # 0: null, read as none
+        sizes.append(size)
+        at += 1 + 4 * size
+    layout = _partition_layout(*sizes)
+    if start + layout.size > stop:
+        return None
+    ints = layout.unpack_from(data, start)
+    if min(ints) < 0:
+        return None
+    r.pos = start + layout.size
+    isr_at = 1 + sizes[0]
+    removing_at = isr_at + sizes[1]
+    adding_at = removing_at + sizes[2]
+    leader_at = adding_at + sizes[3]
+    return (_uuid_text(bytes(data[start + 4:start + 20])), ints[0], ints[1:isr_at], ints[isr_at:removing_at],
+            ints[removing_at:adding_at], ints[adding_at:leader_at], *ints[leader_at:])  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=256)
+def _partition_layout(replicas: int, isr: int, removing: int, adding: int) -> struct.Struct:
+    """Partition id, topic id (skipped), the four arrays (each behind its length byte), leader and epochs."""
+    return struct.Struct(">i16x" + "".join(f"x{n}i" for n in (replicas, isr, removing, adding)) + "iii")
+
+
+@functools.lru_cache(maxsize=4096)
+def _uuid_text(raw: bytes) -> str:
+    """A topic id's text, remembered: a topic's partitions all name it, and each then holds one string."""
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _topic_id(r: Reader) -> str:
+    pos = r.pos
+    r.raw(16, "topic_id")   # bounds-checked
+    return _uuid_text(bytes(r.data[pos:pos + 16]))
 
 
 def _partition_change(r: Reader, v: int) -> PartitionChangeRecord:
-    partition, topic_id = at_least(0, r.int32("partition_id"), "partition"), r.uuid("topic_id")
+    partition, topic_id = at_least(0, r.int32("partition_id"), "partition"), _topic_id(r)
     t = r.tagged_fields("record")
     recovery = tagged(t, 5, _recovery_or_unchanged, _UNCHANGED, whole=False)
     return PartitionChangeRecord(topic_id, partition, tagged(t, 0, _ISR, None, whole=False),
@@ -459,6 +561,10 @@ SKIPPED = frozenset({10, 11, 14, 15, 18, 19, 20, 21, 22, 26, 27})
 
 def decode_metadata_record(value: bytes) -> MetadataRecord:
     """One metadata record; None for a record kmon skips. Raises MalformedRecord."""
+    known = _DECODED_HEADS.get(value[:3])
+    if known is not None:   # the usual head: frame version 1, an api key and a version decoded, one byte each
+        read, version, name = known
+        return read(Reader(value, name, True, 3), version)
     r = Reader(value, "metadata record", flexible=True)
     frame = r.uvarint("frame version")
     if frame != 1:
@@ -471,3 +577,10 @@ def decode_metadata_record(value: bytes) -> MetadataRecord:
         return Unknown(api_key, version)
     r.what = known[2]
     return known[1](r, version)
+
+
+# a record's first three bytes -> its reader, version and name, for every record type and version decoded
+# whose api key and version are one-byte varints: one lookup, where reading the head took three varints
+_DECODED_HEADS = {bytes((1, api_key, version)): (read, version, name)
+                  for api_key, (newest, read, name) in DECODED.items() if api_key < 0x80
+                  for version in range(newest + 1)}

@@ -426,3 +426,73 @@ def test_a_records_timestamp_delta_is_a_varlong():
     """Kafka writes it as a 64-bit varint (the other fields of a record in a batch are 32-bit ones)."""
     (only,) = list(batches(b.batch(0, [None], raw_records=b.record(0, b.no_op(), timestamp_delta=2**40))))
     assert only.malformed is None and only.values == ((0, None, b.no_op()),)
+
+
+# ---------------------------------------------------------------- the fast paths read as field by field does
+
+def _outcome(read):
+    try:
+        return read()
+    except MalformedRecord as e:
+        return MalformedRecord, str(e)
+
+
+def _mutations(data: bytes, seed: int, count: int):
+    """``data`` itself, then each of ``count`` copies with a byte changed, a byte dropped or the end cut."""
+    import random
+    rnd = random.Random(seed)
+    yield data
+    for _ in range(count):
+        out = bytearray(data)
+        what, at = rnd.randrange(3), rnd.randrange(len(out))
+        if what == 0:
+            out[at] = rnd.choice((0, 1, 0x7f, 0x80, 0xff, rnd.randrange(256)))
+        elif what == 1:
+            del out[at]
+        else:
+            del out[at:]
+        yield bytes(out)
+
+
+PARTITIONS = [
+    b.partition(TID, 3, [1, 2, 3], [1, 2], 1, 4, 7),
+    b.partition(TID, 0, [1, 2, 3], [3], -1, 0, 2, version=1),   # leaderless: read field by field
+    b.partition(TID, 5, [1, 2, 3, 4], [1, 2, 3], 2, 1, 1, removing=[4], adding=[1], version=2,
+                directories=[DIR1, DIR2, DIR1, DIR2], recovery=1, elr=[3], last_known_elr=[4]),
+    b.partition(TID, 9, list(range(130)), list(range(130)), 0, 0, 0, version=1),   # arrays of 127 ids and more
+    b.partition(TID, 1, [], [], 0, 0, 0, version=2, elr=None),
+]
+
+
+@pytest.mark.parametrize("value", PARTITIONS, ids=["v0", "leaderless", "v2-tags", "long-arrays", "empty"])
+def test_a_partition_record_decodes_alike_at_once_and_field_by_field(value, monkeypatch):
+    fast = [_outcome(lambda v=v: decode_metadata_record(v)) for v in _mutations(value, 1, 400)]
+    monkeypatch.setattr(rec, "_partition_fields_at_once", lambda r: None)   # field by field only
+    slow = [_outcome(lambda v=v: decode_metadata_record(v)) for v in _mutations(value, 1, 400)]
+    assert fast == slow
+    assert isinstance(fast[0], PartitionRecord)
+
+
+def test_the_head_lookup_decodes_as_the_varints_do(monkeypatch):
+    values = [*PARTITIONS, b.register_broker(3, 1, INC, 5, ENDPOINTS, FEATURES, "r1", True, False),
+              b.partition_change(TID, 3, isr=[1], leader=2), b.topic("orders", TID), b.fence_broker(1, 5),
+              b.config(2, "orders", "min.insync.replicas", "2"), b.framed(3, 3, b"\0"), b.framed(3, 2, b"")]
+    fast = [_outcome(lambda v=v: decode_metadata_record(v)) for value in values for v in _mutations(value, 2, 200)]
+    monkeypatch.setattr(rec, "_DECODED_HEADS", {})
+    slow = [_outcome(lambda v=v: decode_metadata_record(v)) for value in values for v in _mutations(value, 2, 200)]
+    assert fast == slow
+
+
+def test_a_batch_frames_its_records_alike_matched_and_field_by_field(monkeypatch):
+    values = [PARTITIONS[0], None, b"", PARTITIONS[2] * 3, (b"k", PARTITIONS[1])]
+    data = b.batch(100, values) + b.batch(105, [PARTITIONS[3]] * 2, compression=1)
+    fast = [list(batches(v)) for v in _mutations(data, 3, 600)]
+
+    class Never:
+        @staticmethod
+        def match(*_):
+            return None
+    monkeypatch.setattr(rec, "_UNKEYED_HEAD", Never)
+    slow = [list(batches(v)) for v in _mutations(data, 3, 600)]
+    assert fast == slow
+    assert [v for _, _, v in fast[0][0].values] == [PARTITIONS[0], None, b"", PARTITIONS[2] * 3, PARTITIONS[1]]
