@@ -56,6 +56,7 @@ from collectors.zk.collector import ZkCollector, ZkCollectorConfig
 from collectors.zk.znodes import ZkPaths
 from kmon.codec import encode
 from kmon.events import Event
+from kmon.gc_tuning import collect_less_often
 
 CLUSTER = "bench"
 RECORDS_PER_BATCH = 1000
@@ -335,6 +336,7 @@ def run(partitions: int, repeat: int, progress: Callable[[str], None], profile: 
         "snapshot": lambda: kraft_snapshot(_SnapshotConnection(responses), snapshot),
         "zk": lambda: zk_snapshot(store),  # type: ignore[arg-type]
     }.items() if name in measures}
+    collect_less_often()   # as `kmon collect` does
     _only_inputs_kept()
     try:
         if profile:

@@ -23,7 +23,8 @@ from kmon.events import Event, PartitionState, ZnodeMeta, entity_key
 from streaming.app import StreamApp
 from streaming.config import StreamConfig
 from streaming.fold.entity_step import fold
-from streaming.gc_tuning import collect_less_often, release_freed_memory
+from kmon.gc_tuning import collect_less_often
+from streaming.gc_tuning import release_freed_memory
 
 TOPIC = "kmon-bench-events"
 STORMS = 5   # broker failures absorbed one after the other, each a storm measured (their spread is wide)

@@ -205,7 +205,9 @@ def cmd_collect(parser: argparse.ArgumentParser, source: Source, args: argparse.
 
 def _collect(plan: Plan, events: PublisherConfig, args: argparse.Namespace) -> int:
     from collectors.runner import running
+    from kmon.gc_tuning import collect_less_often
 
+    collect_less_often()   # a collector's image holds an object or more per partition, long-lived all
     with running(plan.cluster, plan.make, events, args.metrics_port, probe_brokers=plan.probe_brokers,
                  web=args.web_config_file) as collector:
         log.info("collecting cluster %r from %s (%s) into %s on %s; metrics on port %d; SIGTERM or Ctrl-C stops",

@@ -25,7 +25,7 @@ T = TypeVar("T")
 
 _INT16, _UINT16 = struct.Struct(">h"), struct.Struct(">H")
 _INT32, _INT64 = struct.Struct(">i"), struct.Struct(">q")
-_INT32S = tuple(struct.Struct(f">{n}i") for n in range(64))   # an array of broker ids in one unpack
+INT32S = tuple(struct.Struct(f">{n}i") for n in range(128))   # an array of broker ids in one unpack
 
 NO_EPOCH = -1
 STATIC_MEMBER_AWAY = -2   # a member's epoch while its static member is away (LEAVE_GROUP_STATIC_MEMBER_EPOCH)
@@ -269,7 +269,7 @@ class Reader:
         if end > self.stop:
             raise self._truncated(pos + 4 * ((self.stop - pos) // 4), field)   # the first int32 cut
         self.pos = end
-        unpack = _INT32S[count] if count < len(_INT32S) else struct.Struct(f">{count}i")
+        unpack = INT32S[count] if count < len(INT32S) else struct.Struct(f">{count}i")
         return unpack.unpack_from(self.data, pos)
 
     def int32s(self, field: str = "") -> tuple[int, ...]:

@@ -19,6 +19,7 @@ from py4j.protocol import Py4JError
 
 from kmon import http
 from kmon.codec import parse_json
+from kmon.gc_tuning import collect_less_often
 from kmon.reachability import EVENTS_BOOTSTRAP, PROBE_S, Reachability, keep_probing, tcp_probe, watch
 from streaming import cluster_share, pydaemon
 from streaming.api import PREFIX as API_PREFIX, Api
@@ -27,7 +28,7 @@ from streaming.exporter import serve_metrics
 from streaming.fold import entity_step
 from streaming.fold.arrow import from_ipc
 from streaming.fold.entity import RecordJson
-from streaming.gc_tuning import ARROW_POOL_ENV, FrozenAfterUse, arrow_on_the_system_allocator, collect_less_often
+from streaming.gc_tuning import ARROW_POOL_ENV, FrozenAfterUse, arrow_on_the_system_allocator
 from streaming.history_log import HistoryLog, writer_id
 from streaming.history_query import HistoryReader
 from streaming.checkpoint_lock import CheckpointLock

@@ -1,11 +1,6 @@
 """Python's cyclic garbage collector, tuned for the stream app's processes (the driver, and the
-workers through kmon's worker daemon, pydaemon.py).
-
-With Python's default thresholds the older generations, which at scale hold millions of long-lived
-objects (the driver's records and rendered views; the workers' pandas and pyarrow), are re-scanned
-every few thousand new objects, and find nothing to free: nothing kmon keeps is cyclic garbage in
-volume, so collecting less often costs little memory (the cost measured: bench/NOTES.md, "The
-Spark app on a real broker").
+workers through kmon's worker daemon, pydaemon.py): collected less often, as every kmon process is
+(kmon/gc_tuning.py; the cost measured: bench/NOTES.md, "The Spark app on a real broker"), and more.
 
 :class:`FrozenAfterUse` runs the views' half of a batch without the collector and then moves what
 survived out of its reach (``gc.freeze``). Before it freezes, it collects what is not frozen yet,
@@ -31,7 +26,6 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 log = logging.getLogger("kmon.stream")
-THRESHOLDS = (20_000, 20, 20)
 THAW_EVERY_S = 600.0
 TRIM_EVERY_S = 10.0
 
@@ -54,10 +48,6 @@ def arrow_on_the_system_allocator() -> None:
     import pyarrow as pa   # here: the collectors and the CLI need no pyarrow
 
     pa.set_memory_pool(pa.system_memory_pool())
-
-
-def collect_less_often() -> None:
-    gc.set_threshold(*THRESHOLDS)
 
 
 class FrozenAfterUse:

@@ -28,7 +28,7 @@ import importlib
 import os
 import zipimport
 
-from streaming.gc_tuning import collect_less_often
+from kmon.gc_tuning import collect_less_often
 
 MODULE = "streaming.pydaemon"
 # what a worker of the stream imports, in the order a task imports them

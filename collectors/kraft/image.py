@@ -41,6 +41,14 @@ class _Topic:
     replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
     adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
     removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    partition_keys: str = field(init=False, default="")   # its partitions' entity keys less the partition's number
+
+    def __post_init__(self) -> None:
+        self.partition_keys = entity_key("partition", self.name, "")
+
+    def partition_key(self, partition: int) -> str:
+        """``entity_key("partition", name, partition)``, made without its lookups: one per partition record."""
+        return f"{self.partition_keys}{partition}"
 
     def remaining(self, partition: int) -> tuple[int, ...]:
         """The replicas the partition keeps: the record that completes a move drops its removing
@@ -181,7 +189,7 @@ class MetadataImage:
         self.configs.pop(topic.name, None)
         for p in sorted(topic.replicas):
             self.partitions.pop((topic_id, p), None)
-            self._send(entity_key("partition", topic.name, p), "partition", None, at, delta)
+            self._send(topic.partition_key(p), "partition", None, at, delta)
         self._send(entity_key("topic", topic.name), "topic", None, at, delta)
 
     def _config(self, r: ConfigRecord, at: LogMeta, delta: _Delta) -> None:
@@ -195,14 +203,16 @@ class MetadataImage:
 
     def _assign(self, topic: _Topic, partition: int, replicas: tuple[int, ...], adding: tuple[int, ...],
                 removing: tuple[int, ...], at: LogMeta, delta: _Delta) -> None:
-        before = (topic.replicas.get(partition), topic.adding.get(partition), topic.removing.get(partition))
+        changed = topic.replicas.get(partition) != replicas
         topic.replicas[partition] = replicas
-        for table, value in ((topic.adding, adding), (topic.removing, removing)):
-            if value:
-                table[partition] = value
-            else:
-                table.pop(partition, None)
-        if before != (replicas, adding or None, removing or None):
+        if adding or removing or partition in topic.adding or partition in topic.removing:   # a move
+            for table, value in ((topic.adding, adding), (topic.removing, removing)):
+                changed = changed or table.get(partition) != (value or None)
+                if value:
+                    table[partition] = value
+                else:
+                    table.pop(partition, None)
+        if changed:
             delta.dirty_topics[topic.name] = at
 
     def _partition(self, r: PartitionRecord, at: LogMeta, delta: _Delta) -> None:
@@ -214,7 +224,7 @@ class MetadataImage:
             topic=topic.name, partition=r.partition, leader=r.leader, leader_epoch=r.leader_epoch, isr=r.isr,
             controller_epoch=at.epoch, leader_recovery_state=r.leader_recovery_state,
             partition_epoch=r.partition_epoch, elr=r.elr or (), last_known_elr=r.last_known_elr or (),
-            remaining=topic.remaining(r.partition)), at, delta)
+            remaining=remaining_replicas(r.replicas, r.removing)), at, delta)
 
     def _partition_change(self, r: PartitionChangeRecord, at: LogMeta, delta: _Delta) -> None:
         topic = self.topics.get(r.topic_id)
@@ -253,7 +263,7 @@ class MetadataImage:
     def _set_partition(self, topic: _Topic, partition: int, state: PartitionState, at: LogMeta,
                        delta: _Delta) -> None:
         self.partitions[(topic.topic_id, partition)] = state
-        self._send(entity_key("partition", topic.name, partition), "partition", state, at, delta)
+        self._send(topic.partition_key(partition), "partition", state, at, delta)
 
     # ------------------------------------------------------------------ events
     def _send(self, entity: str, kind: str, state: Any, at: LogMeta, delta: _Delta) -> None:
@@ -296,7 +306,7 @@ class MetadataImage:
         for name in self.names:
             current[entity_key("topic", name)] = ("topic", self._topic_state(name))
         for (topic_id, p), state in self.partitions.items():
-            current[entity_key("partition", state.topic, p)] = ("partition", state)
+            current[self.topics[topic_id].partition_key(p)] = ("partition", state)
 
         def event(entity: str) -> Event:
             kind, state = current.get(entity) or (entity.partition(":")[0], None)

@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable, Iterator, NamedTuple, TypeVar
 
-from collectors.kafka_encoding import MalformedRecord, Reader, tagged
+from collectors.kafka_encoding import INT32S as _INT32S, MalformedRecord, Reader, tagged
 
 CONTROL_LEADER_CHANGE = 2
 CONTROL_KRAFT_VERSION = 5
@@ -421,11 +421,20 @@ def _partition_fields(r: Reader) -> _PartitionFields:
 
 
 def _partition_fields_at_once(r: Reader) -> _PartitionFields | None:
-    """The same fields in one unpack of a struct made for the four arrays' lengths; None, nothing read, unless
-    each length is one byte (fewer than 127 ids), the whole is there and every int is at least 0 (a leader of
-    -1 or a bad value: the field-by-field read takes it, or names what is wrong). Read field by field, they
-    were most of a PartitionRecord's decode (bench/NOTES.md)."""
-    data, stop, start = r.data, r.stop, r.pos
+    """The same fields in one unpack (:func:`_partition_fields_at`), the reader moved past them; None, nothing read."""
+    found = _partition_fields_at(r.data, r.pos, r.stop)
+    if found is None:
+        return None
+    fields, r.pos = found
+    return fields
+
+
+def _partition_fields_at(data: bytes | memoryview, start: int, stop: int) -> tuple[_PartitionFields, int] | None:
+    """A PartitionRecord's fields from its partition id to its partition epoch at ``start``, and where they end,
+    in one unpack of a struct made for the four arrays' lengths; None unless each length is one byte (fewer
+    than 127 ids), the whole is there and every int is at least 0 (a leader of -1 or a bad value: the
+    field-by-field read takes it, or names what is wrong). Read field by field, they were most of a
+    PartitionRecord's decode (bench/NOTES.md)."""
     at, sizes = start + 20, []    # after the partition id and the topic id
     for _ in range(4):            # replicas, isr, removing, adding
         if at >= stop or data[at] >= 0x80:
@@ -439,13 +448,28 @@ def _partition_fields_at_once(r: Reader) -> _PartitionFields | None:
     ints = layout.unpack_from(data, start)
     if min(ints) < 0:
         return None
-    r.pos = start + layout.size
     isr_at = 1 + sizes[0]
     removing_at = isr_at + sizes[1]
     adding_at = removing_at + sizes[2]
     leader_at = adding_at + sizes[3]
     return (_uuid_text(bytes(data[start + 4:start + 20])), ints[0], ints[1:isr_at], ints[isr_at:removing_at],
-            ints[removing_at:adding_at], ints[adding_at:leader_at], *ints[leader_at:])  # type: ignore[return-value]
+            ints[removing_at:adding_at], ints[adding_at:leader_at], *ints[leader_at:]), start + layout.size  # type: ignore[return-value]
+
+
+def _partition_at_once(value: bytes, v: int) -> PartitionRecord | None:
+    """A whole PartitionRecord (after its three-byte head) without a Reader, as nearly every one is: its fields
+    at once, its directories' count one byte, no tagged fields. None for any other, which the reader decodes."""
+    found = _partition_fields_at(value, 3, len(value))
+    if found is None:
+        return None
+    fields, pos = found
+    if v >= 1:                    # the directories, skipped: a one-byte count of 16-byte uuids
+        if pos >= len(value) or value[pos] >= 0x80:
+            return None
+        pos += 1 + 16 * max(value[pos] - 1, 0)
+    if pos >= len(value) or value[pos] != 0:
+        return None
+    return PartitionRecord(*fields, 0, None, None)
 
 
 @functools.lru_cache(maxsize=256)
@@ -476,6 +500,49 @@ def _partition_change(r: Reader, v: int) -> PartitionChangeRecord:
                                  tagged(t, 2, _REPLICAS, None, whole=False), tagged(t, 3, _REMOVING, None, whole=False),
                                  tagged(t, 4, _ADDING, None, whole=False), None if recovery == _UNCHANGED else recovery,
                                  tagged(t, 6, _ELR, None, whole=False), tagged(t, 7, _LAST_KNOWN_ELR, None, whole=False))
+
+
+_CHANGE_ID_TAGS = frozenset({0, 2, 3, 4, 6, 7})   # isr, replicas, removing, adding, elr, last known elr
+_INT32 = struct.Struct(">i")
+
+
+def _partition_change_at_once(value: bytes, v: int) -> PartitionChangeRecord | None:
+    """A whole PartitionChangeRecord (after its three-byte head) without a Reader or a reader per tag, as
+    nearly every one is: each tag, size and array length one byte, every value in Kafka's ranges. None for any
+    other, which the reader decodes (and names what is wrong with). The changes of ISRs and leaders are most
+    of a metadata log after its start."""
+    end = len(value)
+    if end < 24 or value[23] >= 0x80:
+        return None
+    partition = _INT32.unpack_from(value, 3)[0]
+    if partition < 0:
+        return None
+    ids: list[tuple[int, ...] | None] = [None] * 8
+    leader, recovery, pos = NO_LEADER_CHANGE, _UNCHANGED, 24
+    for _ in range(value[23]):
+        if pos + 2 > end or value[pos] >= 0x80 or value[pos + 1] >= 0x80:
+            return None
+        tag, stop = value[pos], pos + 2 + value[pos + 1]
+        pos += 2
+        if stop > end:
+            return None
+        if tag in _CHANGE_ID_TAGS:
+            if pos >= stop or value[pos] >= 0x80 or pos + 1 + 4 * max(value[pos] - 1, 0) > stop:
+                return None
+            found = _INT32S[value[pos] - 1].unpack_from(value, pos + 1) if value[pos] else None
+            if found and min(found) < 0:
+                return None
+            ids[tag] = found
+        elif tag == 1:
+            if pos + 4 > stop or (leader := _INT32.unpack_from(value, pos)[0]) < NO_LEADER_CHANGE:
+                return None
+        elif tag == 5:
+            if pos >= stop or (recovery := value[pos]) not in (0, 1, 0xff):
+                return None
+            recovery = -1 if recovery == 0xff else recovery
+        pos = stop               # a tag kmon does not read (directories), or the bytes after what it reads
+    return PartitionChangeRecord(_uuid_text(value[7:23]), partition, ids[0], leader, ids[2], ids[3], ids[4],
+                                 None if recovery == _UNCHANGED else recovery, ids[6], ids[7])
 
 
 def _new_leader(r: Reader) -> int:
@@ -563,7 +630,9 @@ def decode_metadata_record(value: bytes) -> MetadataRecord:
     """One metadata record; None for a record kmon skips. Raises MalformedRecord."""
     known = _DECODED_HEADS.get(value[:3])
     if known is not None:   # the usual head: frame version 1, an api key and a version decoded, one byte each
-        read, version, name = known
+        read, version, name, at_once = known
+        if at_once is not None and (record := at_once(value, version)) is not None:
+            return record
         return read(Reader(value, name, True, 3), version)
     r = Reader(value, "metadata record", flexible=True)
     frame = r.uvarint("frame version")
@@ -579,8 +648,10 @@ def decode_metadata_record(value: bytes) -> MetadataRecord:
     return known[1](r, version)
 
 
-# a record's first three bytes -> its reader, version and name, for every record type and version decoded
-# whose api key and version are one-byte varints: one lookup, where reading the head took three varints
-_DECODED_HEADS = {bytes((1, api_key, version)): (read, version, name)
+# a record's first three bytes -> its reader, version, name and reader without a Reader (None when it has
+# none), for every record type and version decoded whose api key and version are one-byte varints: one
+# lookup, where reading the head took three varints
+_AT_ONCE: dict[int, Callable[[bytes, int], MetadataRecord]] = {3: _partition_at_once, 5: _partition_change_at_once}
+_DECODED_HEADS = {bytes((1, api_key, version)): (read, version, name, _AT_ONCE.get(api_key))
                   for api_key, (newest, read, name) in DECODED.items() if api_key < 0x80
                   for version in range(newest + 1)}

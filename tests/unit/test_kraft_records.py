@@ -464,13 +464,31 @@ PARTITIONS = [
 ]
 
 
-@pytest.mark.parametrize("value", PARTITIONS, ids=["v0", "leaderless", "v2-tags", "long-arrays", "empty"])
+PARTITION_CHANGES = [
+    b.partition_change(TID, 3, isr=[1, 2], leader=2),
+    b.partition_change(TID, 3, isr=[1, 2, 3]),
+    b.partition_change(TID, 4, leader=-1, recovery=1, elr=[2], last_known_elr=[], version=2),
+    b.partition_change(TID, 5, replicas=[1, 2, 3, 4], removing=[4], adding=[1], recovery=0, directories=[DIR1] * 4,
+                       version=1),
+    b.partition_change(TID, 6, isr=list(range(126)), leader=125),
+    b.partition_change(TID, 7, isr=list(range(127))),   # an array of 127: its length two bytes
+    b.partition_change(TID, 8),
+    b.partition_change(TID, 9, isr=[2], recovery=-1),   # the recovery state unchanged, said
+]
+
+
+@pytest.mark.parametrize("value", PARTITIONS + PARTITION_CHANGES, ids=[
+    "v0", "leaderless", "v2-tags", "long-arrays", "empty",
+    "change-isr-leader", "change-isr", "change-elr", "change-move", "change-126", "change-127", "change-none",
+    "change-unchanged-recovery"])
 def test_a_partition_record_decodes_alike_at_once_and_field_by_field(value, monkeypatch):
     fast = [_outcome(lambda v=v: decode_metadata_record(v)) for v in _mutations(value, 1, 400)]
-    monkeypatch.setattr(rec, "_partition_fields_at_once", lambda r: None)   # field by field only
+    # field by field only
+    monkeypatch.setattr(rec, "_partition_fields_at", lambda *_: None)
+    monkeypatch.setattr(rec, "_DECODED_HEADS", {})
     slow = [_outcome(lambda v=v: decode_metadata_record(v)) for v in _mutations(value, 1, 400)]
     assert fast == slow
-    assert isinstance(fast[0], PartitionRecord)
+    assert isinstance(fast[0], (PartitionRecord, PartitionChangeRecord))
 
 
 def test_the_head_lookup_decodes_as_the_varints_do(monkeypatch):
