@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything kmon needs on a fresh Debian machine, idempotently:
 #   - Debian packages: Java 17, Maven, Prometheus (+ promtool), Alertmanager
-#   - the Python venv (.venv) with the versions pinned in constraints.txt
+#   - the Python venv (.venv) with the versions pinned in constraints.txt, installed by uv (kept in the cache)
+#     from a wheelhouse in the cache
 #   - the Kafka broker + ZooKeeper jars (3.9.2), a Kafka 4.x node's jars (the stack's KRaft mode)
 #     and Spark's Kafka source jars, from Maven Central, into the cache ($KMON_CACHE, default
 #     ~/.cache/kmon), never into git.
@@ -38,14 +39,44 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
 fi
 
 # ---- Python venv
+# From a wheelhouse in the cache (one per constraints.txt and Python), installed by uv, which links the files
+# from its own cache: a fresh clone's venv in a few seconds. pip from PyPI, as before, took 30-40 s (most of it
+# resolving and revalidating the index: bench/NOTES.md), and stays the fallback.
+UV_VERSION=0.13.9
 stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
 want=$(stamp_of "$repo/pyproject.toml" "$repo/constraints.txt")
+pyver=$(python3 -c 'import sys; print(sys.version)')
+wheels="$cache/wheels/$( { cat "$repo/constraints.txt"; echo "$pyver"; } | sha256sum | cut -c1-16)"
+tools="$cache/tools"
+build_wheels() {  # every wheel the venv takes (kmon's own excepted), built or fetched once
+  say "building the wheels of kmon's dependencies into $wheels (once per constraints.txt)"
+  rm -rf "$wheels.tmp"
+  "$tools/bin/pip" wheel -q --disable-pip-version-check -w "$wheels.tmp" -c "$repo/constraints.txt" "$repo[test]" \
+    "setuptools>=68" pip >&2
+  rm -f "$wheels.tmp"/kmon-*.whl
+  rm -rf "$wheels" && mv "$wheels.tmp" "$wheels"
+  # the wheelhouses of earlier constraints go, but for the newest other one (a checkout of an older commit)
+  ls -dt "$cache/wheels"/*/ 2>/dev/null | tail -n +3 | xargs -r rm -rf
+}
+uv_install() {
+  UV_CACHE_DIR="$cache/uv" "$tools/bin/uv" pip install -q --python "$venv/bin/python" --link-mode hardlink --no-index --find-links "$wheels" \
+    -c "$repo/constraints.txt" -e "$repo[test]" pip
+}
 if [ "$(cat "$venv/.kmon-stamp" 2>/dev/null)" != "$want" ]; then
   say "creating/updating Python venv in $venv"
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  # --no-compile: byte-compiling every module of pyspark's wheel was a third of the install (42 -> 28 s);
-  # Python compiles what is imported, once, on first use
-  "$venv/bin/pip" install -q --no-compile --disable-pip-version-check -c "$repo/constraints.txt" -e "$repo[test]"
+  if [ ! -x "$tools/bin/uv" ] || [ "$("$tools/bin/uv" --version 2>/dev/null)" != "uv $UV_VERSION" ]; then
+    [ -x "$tools/bin/pip" ] || python3 -m venv "$tools"
+    "$tools/bin/pip" install -q --disable-pip-version-check "uv==$UV_VERSION"
+  fi
+  [ -d "$wheels" ] || build_wheels
+  [ -x "$venv/bin/python" ] || python3 -m venv --without-pip "$venv"
+  # a dependency the wheelhouse lacks (pyproject changed, constraints.txt not): the wheels once more, then pip
+  if ! uv_install && ! { build_wheels && uv_install; }; then
+    say "uv could not install from $wheels: pip from the index instead"
+    "$venv/bin/python" -m ensurepip -q 2>/dev/null || true
+    # --no-compile: byte-compiling every module of pyspark's wheel was a third of the install (42 -> 28 s)
+    "$venv/bin/python" -m pip install -q --no-compile --disable-pip-version-check -c "$repo/constraints.txt" -e "$repo[test]"
+  fi
   echo "$want" > "$venv/.kmon-stamp"
 fi
 
