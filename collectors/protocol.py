@@ -3,11 +3,16 @@ Burrow's core/protocol), which collectors.runner runs and each collector folder 
 from __future__ import annotations
 
 import time
+from collections import Counter
+from operator import attrgetter
 from typing import Protocol, Sequence
 
 from collectors.telemetry import Telemetry
 from kmon.events import Event
 from kmon.reachability import Reachability
+
+
+_KIND = attrgetter("kind")
 
 
 class EventSink(Protocol):
@@ -30,11 +35,9 @@ class Collector(Protocol):
 def publish_all(sink: EventSink, telemetry: Telemetry, source: str, events: Sequence[Event]) -> None:
     """Publish a collector's events in order and count them (kmon_collector_events_total once per
     kind and call: a labelled lookup per event shows in a large snapshot's cost, bench/NOTES.md)."""
-    kinds: dict[str, int] = {}
     for event in events:
         sink.publish(event)
-        kinds[event.kind] = kinds.get(event.kind, 0) + 1
-    for kind, n in kinds.items():
+    for kind, n in Counter(map(_KIND, events)).items():
         telemetry.metric("kmon_collector_events_total", source=source, kind=kind).inc(n)
     if events:
         telemetry.metric("kmon_collector_last_event_timestamp_seconds", source=source).set(time.time())
