@@ -5,6 +5,10 @@ PYTEST_ARGS ?=
 # profile's timings broke under it (bench/README.md); a module's tests stay on one worker (tests/conftest.py)
 TEST_WORKERS ?= 2
 RUN_ARGS ?=     # e.g. `make run RUN_ARGS=--fresh`
+# Every Python process kmon and its tests start (collectors, stream apps, Spark's workers, pytest's) keeps its
+# modules' bytecode: with PYTHONDONTWRITEBYTECODE set (some shells and CI images set it), each one compiled
+# pyspark, pandas and pyarrow again from source, 2.6 CPU-s to import them against 0.9 (bench/NOTES.md)
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install install-test run watch test test-quick bench clean
 
