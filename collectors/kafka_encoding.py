@@ -24,13 +24,19 @@ from typing import Callable, Mapping, TypeVar
 T = TypeVar("T")
 
 _INT16, _UINT16 = struct.Struct(">h"), struct.Struct(">H")
-_INT32, _INT64 = struct.Struct(">i"), struct.Struct(">q")
+INT32, _INT64 = struct.Struct(">i"), struct.Struct(">q")
 INT32S = tuple(struct.Struct(f">{n}i") for n in range(128))   # an array of broker ids in one unpack
 
 NO_EPOCH = -1
 STATIC_MEMBER_AWAY = -2   # a member's epoch while its static member is away (LEAVE_GROUP_STATIC_MEMBER_EPOCH)
 
 _VARINT_BYTES, _VARLONG_BYTES = 5, 10   # Kafka's (u)varints hold 32 bits, its varlongs 64
+
+
+def uuid_text(raw: bytes | memoryview) -> str:
+    """16 bytes of a uuid in its canonical text form (uuid.UUID's own str() takes three times as long)."""
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 class MalformedRecord(ValueError):
@@ -94,7 +100,7 @@ class Reader:
         if pos + 4 > self.stop:
             raise self._truncated(pos, field)
         self.pos = pos + 4
-        return _INT32.unpack_from(self.data, pos)[0]
+        return INT32.unpack_from(self.data, pos)[0]
 
     def int64(self, field: str = "") -> int:
         pos = self.pos
@@ -120,8 +126,7 @@ class Reader:
         if pos + 16 > self.stop:
             raise self._truncated(pos, field)
         self.pos = pos + 16
-        h = self.data[pos:pos + 16].hex()   # uuid.UUID's own str() takes three times as long
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        return uuid_text(self.data[pos:pos + 16])
 
     def raw(self, n: int, field: str = "") -> bytes:
         """``n`` bytes as they are."""
@@ -384,7 +389,7 @@ class Writer:
         return self.raw(_INT16.pack(v))
 
     def int32(self, v: int) -> "Writer":
-        return self.raw(_INT32.pack(v))
+        return self.raw(INT32.pack(v))
 
     def int64(self, v: int) -> "Writer":
         return self.raw(_INT64.pack(v))

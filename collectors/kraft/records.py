@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable, Iterator, NamedTuple, TypeVar
 
-from collectors.kafka_encoding import INT32S as _INT32S, MalformedRecord, Reader, tagged
+from collectors.kafka_encoding import INT32, INT32S, MalformedRecord, Reader, tagged, uuid_text
 
 CONTROL_LEADER_CHANGE = 2
 CONTROL_KRAFT_VERSION = 5
@@ -145,10 +145,7 @@ _UNKEYED_HEAD = re.compile(rb"""
 @functools.lru_cache(maxsize=16384)
 def _zigzag(raw: bytes) -> int:
     """A zig-zag varint's value from its bytes, remembered: lengths and offset deltas repeat."""
-    n = 0
-    for i, b in enumerate(raw):
-        n |= (b & 0x7F) << (7 * i)
-    return (n >> 1) ^ -(n & 1)
+    return Reader(raw).varint()
 
 
 def _control_type(key: bytes | None) -> int | None:
@@ -396,10 +393,6 @@ def _partition(r: Reader, v: int) -> PartitionRecord:
     fields = _partition_fields_at_once(r) or _partition_fields(r)
     if v >= 1:
         _skip_uuids(r, "directories")
-    pos = r.pos
-    if pos < r.stop and r.data[pos] == 0:   # no tagged fields, as nearly always: their defaults
-        r.pos = pos + 1
-        return PartitionRecord(*fields, 0, None, None)
     tags = r.tagged_fields("record")
     recovery = tagged(tags, 0, _recovery_state, 0, whole=False)
     elr, last_known = tagged(tags, 1, _ELR, None, whole=False), tagged(tags, 2, _LAST_KNOWN_ELR, None, whole=False)
@@ -478,17 +471,12 @@ def _partition_layout(replicas: int, isr: int, removing: int, adding: int) -> st
     return struct.Struct(">i16x" + "".join(f"x{n}i" for n in (replicas, isr, removing, adding)) + "iii")
 
 
-@functools.lru_cache(maxsize=4096)
-def _uuid_text(raw: bytes) -> str:
-    """A topic id's text, remembered: a topic's partitions all name it, and each then holds one string."""
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+# a topic id's text, remembered: a topic's partitions all name it, and each then holds one string
+_uuid_text = functools.lru_cache(maxsize=4096)(uuid_text)
 
 
 def _topic_id(r: Reader) -> str:
-    pos = r.pos
-    r.raw(16, "topic_id")   # bounds-checked
-    return _uuid_text(bytes(r.data[pos:pos + 16]))
+    return _uuid_text(r.raw(16, "topic_id"))
 
 
 def _partition_change(r: Reader, v: int) -> PartitionChangeRecord:
@@ -503,7 +491,6 @@ def _partition_change(r: Reader, v: int) -> PartitionChangeRecord:
 
 
 _CHANGE_ID_TAGS = frozenset({0, 2, 3, 4, 6, 7})   # isr, replicas, removing, adding, elr, last known elr
-_INT32 = struct.Struct(">i")
 
 
 def _partition_change_at_once(value: bytes, v: int) -> PartitionChangeRecord | None:
@@ -514,7 +501,7 @@ def _partition_change_at_once(value: bytes, v: int) -> PartitionChangeRecord | N
     end = len(value)
     if end < 24 or value[23] >= 0x80:
         return None
-    partition = _INT32.unpack_from(value, 3)[0]
+    partition = INT32.unpack_from(value, 3)[0]
     if partition < 0:
         return None
     ids: list[tuple[int, ...] | None] = [None] * 8
@@ -529,12 +516,12 @@ def _partition_change_at_once(value: bytes, v: int) -> PartitionChangeRecord | N
         if tag in _CHANGE_ID_TAGS:
             if pos >= stop or value[pos] >= 0x80 or pos + 1 + 4 * max(value[pos] - 1, 0) > stop:
                 return None
-            found = _INT32S[value[pos] - 1].unpack_from(value, pos + 1) if value[pos] else None
+            found = INT32S[value[pos] - 1].unpack_from(value, pos + 1) if value[pos] else None
             if found and min(found) < 0:
                 return None
             ids[tag] = found
         elif tag == 1:
-            if pos + 4 > stop or (leader := _INT32.unpack_from(value, pos)[0]) < NO_LEADER_CHANGE:
+            if pos + 4 > stop or (leader := INT32.unpack_from(value, pos)[0]) < NO_LEADER_CHANGE:
                 return None
         elif tag == 5:
             if pos >= stop or (recovery := value[pos]) not in (0, 1, 0xff):
