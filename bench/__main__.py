@@ -1,4 +1,4 @@
-"""python -m bench [scrape|stream|idle|zk|kraft|groups|failover|peers|soak|startup|suite-cpu|compare] ... : prints Markdown tables for bench/README.md."""
+"""python -m bench [scrape|stream|idle|zk|kraft|kraft-stream|groups|failover|peers|soak|startup|suite-cpu|compare] ... : prints Markdown tables for bench/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import buffer, failover, groups, idle, kraft, peers, plot, scrape, soak, startup, stream, suite_cpu, zk
+from bench import buffer, failover, groups, idle, kraft, kraft_stream, peers, plot, scrape, soak, startup, stream, suite_cpu, zk
 from bench.peers import FAULTS
 from bench.peers.faults import NOT_ON_KRAFT
 from bench.support import compare
@@ -54,6 +54,11 @@ def main() -> int:
     k.add_argument("--measure", default=",".join(kraft.MEASURES),
                    help="which runs, comma-separated (zk takes most of a round and does not change with the KRaft "
                         "collector)")
+    ks = sub.add_parser("kraft-stream", help="a synthetic metadata log followed from the KRaft collector's start "
+                                             "(its own process, a real publisher) to the whole picture on the stream "
+                                             "app's /metrics, and that /metrics scraped")
+    ks.add_argument("--partitions", default="100000", help="comma-separated sizes, one stack each")
+    ks.add_argument("--driver-memory", default=StreamConfig.driver_memory, help="the Spark driver's memory")
     b = sub.add_parser("buffer", help="the collectors' events buffer through an events-cluster outage: resident "
                                       "memory per event held (no Kafka)")
     b.add_argument("--partitions", default="20000,100000", help="comma-separated sizes of the snapshot held")
@@ -122,6 +127,8 @@ def main() -> int:
     print(f"machine: {platform.node()} {platform.machine()}, python {platform.python_version()}", file=sys.stderr)
     if args.what == "scrape":
         rows = [scrape.run(int(n), args.partition_detail) for n in args.partitions.split(",")]
+    elif args.what == "kraft-stream":
+        rows = [kraft_stream.run(int(n), args.driver_memory, log) for n in args.partitions.split(",")]
     elif args.what == "buffer":
         rows = [buffer.run(int(n), log) for n in args.partitions.split(",")]
     elif args.what == "groups":

@@ -26,7 +26,7 @@ Row = dict[str, object]
 Log = Callable[[str], None]
 ROOT = Path(__file__).resolve().parents[2]
 # benches whose JSON on stderr is a list of rows (soak and peers print tables of their own)
-ROW_BENCHES = ("scrape", "stream", "idle", "zk", "kraft", "buffer", "groups", "failover", "startup")
+ROW_BENCHES = ("scrape", "stream", "idle", "zk", "kraft", "kraft-stream", "buffer", "groups", "failover", "startup")
 
 
 class CompareError(Exception):
