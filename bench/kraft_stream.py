@@ -61,7 +61,6 @@ def run(partitions: int, driver_memory: str, progress: Callable[[str], None]) ->
                 if not collector.is_alive():
                     raise RuntimeError(f"the collector's process exited ({collector.exitcode})")
                 progress("the collector starts: from offset 0 to the whole picture on /metrics")
-                started = time.perf_counter()
                 go.set()
                 done: dict = {}
 

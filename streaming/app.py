@@ -10,6 +10,7 @@ import logging
 import math
 import os
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -47,6 +48,9 @@ SIGNAL_GRACE_S = 2.0   # how long a failed query waits for the signal that may h
 # How long a stop waits for Spark. A signal to the whole process group mid-batch stops the JVM's
 # context under the running batch, and stopping the query could then wait forever.
 STOP_LIMIT_S = 30.0
+# Spark's JVM exits once its gateway's stdin closes; its first exit on a new class path writes the
+# class archive (kmon/class_archive.py), seconds more: "stopped" waits for it, this long at most
+JVM_EXIT_S = 20.0
 
 
 class StreamApp:
@@ -154,11 +158,14 @@ class StreamApp:
         except (Py4JError, ConnectionError) as e:
             log.info("Spark's JVM had already stopped (%s): the checkpoint holds every completed batch",
                      type(e).__name__)
+        jvm_process = _let_jvm_go() if self._spark is not None else None   # its exit begins while the rest stops
         if self._views is not None:
             self._views.stop()
         if self._server is not None:
             http.stop(self._server)
         self._lock.release()
+        if jvm_process is not None:
+            _wait_for_jvm(jvm_process)
         log.info("stream stopped")
 
 
@@ -343,6 +350,35 @@ SPARK_EXITS = {
     50: "an uncaught exception in one of its threads",
     52: "out of memory",
 }
+
+
+def _let_jvm_go() -> subprocess.Popen | None:
+    """pyspark's gateway closed and forgotten, so that a later session in this process launches a JVM
+    of its own; the JVM exits once its stdin closes. Returns its process (None: not launched here)."""
+    from pyspark import SparkContext
+    gateway, SparkContext._gateway, SparkContext._jvm = SparkContext._gateway, None, None
+    if gateway is None:
+        return None
+    process = getattr(gateway, "proc", None)
+    if process is not None and process.stdin is not None:
+        process.stdin.close()
+    return process
+
+
+def _wait_for_jvm(process: subprocess.Popen) -> None:
+    """Spark's JVM gone before the stream says it stopped: a service manager or a test that sees the
+    stream exit finds nothing of it left."""
+    try:
+        process.wait(1)
+        return
+    except subprocess.TimeoutExpired:
+        log.info("waiting for Spark's JVM (pid %d) to exit: it writes its class archive on a first exit", process.pid)
+    try:
+        process.wait(JVM_EXIT_S)
+    except subprocess.TimeoutExpired:
+        log.warning("Spark's JVM (pid %d) did not exit within %g s: killed", process.pid, JVM_EXIT_S)
+        process.kill()
+        process.wait(5)
 
 
 def jvm_gone(error: str, exit_code: int | None) -> str:

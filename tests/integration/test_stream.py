@@ -118,7 +118,10 @@ def test_views_follow_events_and_survive_replays_restarts_and_garbage(stack: Loc
                                            "kmon_history"))   # per process, as Prometheus counters are
               and not k[0].endswith("_created")}
     app.stop()
-    with open(jvm_lock, "r+b") as f:   # given back by the JVM, which lives on in this process
+    # "stopped" means Spark's JVM is gone too (a service manager or a user finds nothing of it left),
+    # and with it its hold on the checkpoint; the next app in this process launches a JVM of its own
+    assert not Path(f"/proc/{holder}").exists()
+    with open(jvm_lock, "r+b") as f:
         fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
     # restart from the checkpoint, now taking only this cluster's share of a fleet split in two (the
