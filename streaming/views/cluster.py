@@ -146,8 +146,9 @@ class ClusterModel:
         # indexes by what the states say (an entity id is not checked against its state)
         self._topics: dict[str, EntityRecord] = {}                                   # topic -> record
         self._states: defaultdict[str, dict[int, EntityRecord]] = defaultdict(dict)  # topic -> partition -> record
-        # leader -> the partitions it leads: a broker coming or going names its partitions
-        self._led: defaultdict[int, set[tuple[str, int]]] = defaultdict(set)
+        # leader -> the partition entities it leads: a broker coming or going names its partitions (the
+        # records' own keys: no object of its own per partition)
+        self._led: defaultdict[int, set[str]] = defaultdict(set)
         self._completed: dict[str, tuple[str | None, int | None]] = {}  # source -> its last completed snapshot
         self._per_topic: dict[Callable[..., Any], dict[str, Any]] = {}
         self._per_entity: dict[Callable[..., Any], dict[str, Any]] = {}
@@ -192,8 +193,9 @@ class ClusterModel:
         self.registered = {r.state.broker_id: r.state for r in self.live("broker")}
         before, self.serving = self.serving, frozenset(b for b, s in self.registered.items() if not s.fenced)
         for broker in before ^ self.serving:   # a partition is offline when its leader does not serve
-            for topic, p in self._led.get(broker, ()):
-                self._mark_partition(topic, p)
+            for entity in self._led.get(broker, ()):
+                state = self._live["partition"][entity].state
+                self._mark_partition(state.topic, state.partition)
         for memo in self._per_topic.values():
             for topic in self._stale:
                 memo.pop(topic, None)
@@ -232,9 +234,10 @@ class ClusterModel:
         if old is not None and self._live[old.kind].pop(entity, None) is not None:
             if old.kind == "topic" and self._topics.get(old.state.topic) is old:
                 del self._topics[old.state.topic]
-            if old.kind == "partition" and self._states[old.state.topic].get(old.state.partition) is old:
-                del self._states[old.state.topic][old.state.partition]
-                self._led[old.state.leader].discard((old.state.topic, old.state.partition))
+            if old.kind == "partition":
+                self._led[old.state.leader].discard(entity)
+                if self._states[old.state.topic].get(old.state.partition) is old:
+                    del self._states[old.state.topic][old.state.partition]
         if new is None or new.deleted or new.kind in MARKER_KINDS:
             return
         snapshot_id, begun_ms = self._completed.get(new.source, (None, None))
@@ -245,7 +248,7 @@ class ClusterModel:
             self._topics[new.state.topic] = new
         if new.kind == "partition":
             self._states[new.state.topic][new.state.partition] = new
-            self._led[new.state.leader].add((new.state.topic, new.state.partition))
+            self._led[new.state.leader].add(entity)
 
     def live(self, kind: str) -> Iterable[EntityRecord]:
         return self._live[kind].values()
